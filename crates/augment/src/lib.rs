@@ -1,0 +1,2 @@
+//! augment crate.
+#![deny(missing_docs)]

@@ -1,0 +1,2 @@
+//! segformer crate.
+#![deny(missing_docs)]

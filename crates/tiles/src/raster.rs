@@ -1,0 +1,162 @@
+//! In-memory rasters: images with any number of bands and 8/16-bit or float samples, and class masks.
+
+use crate::geo::GeoRef;
+
+/// Pixel samples of a [`Raster`], interleaved band-last (`[H, W, C]`, row-major).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RasterData {
+    /// 8-bit unsigned samples.
+    U8(Vec<u8>),
+    /// 16-bit unsigned samples.
+    U16(Vec<u16>),
+    /// 32-bit float samples.
+    F32(Vec<f32>),
+}
+
+impl RasterData {
+    /// Number of samples held.
+    pub fn len(&self) -> usize {
+        match self {
+            RasterData::U8(v) => v.len(),
+            RasterData::U16(v) => v.len(),
+            RasterData::F32(v) => v.len(),
+        }
+    }
+
+    /// True when no samples are held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sample type's name (`u8`, `u16`, `f32`).
+    pub fn kind(&self) -> SampleKind {
+        match self {
+            RasterData::U8(_) => SampleKind::U8,
+            RasterData::U16(_) => SampleKind::U16,
+            RasterData::F32(_) => SampleKind::F32,
+        }
+    }
+}
+
+/// The sample type of a raster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleKind {
+    /// 8-bit unsigned.
+    U8,
+    /// 16-bit unsigned.
+    U16,
+    /// 32-bit float.
+    F32,
+}
+
+impl SampleKind {
+    /// The largest value of an integer sample type, `1.0` for floats (the value that rescales to 1).
+    pub fn max_value(self) -> f32 {
+        match self {
+            SampleKind::U8 => 255.0,
+            SampleKind::U16 => 65535.0,
+            SampleKind::F32 => 1.0,
+        }
+    }
+}
+
+impl std::fmt::Display for SampleKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SampleKind::U8 => "u8",
+            SampleKind::U16 => "u16",
+            SampleKind::F32 => "f32",
+        })
+    }
+}
+
+/// An image of `height × width` pixels with `bands` samples each, stored `[H, W, C]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Raster {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Samples per pixel (3 for RGB, 4 for RGBN, 13 for a Sentinel-2 stack…).
+    pub bands: usize,
+    /// The samples, `height * width * bands` of them.
+    pub data: RasterData,
+}
+
+impl Raster {
+    /// A raster from its parts; `None` when `data` does not hold `height * width * bands` samples.
+    pub fn new(width: usize, height: usize, bands: usize, data: RasterData) -> Option<Self> {
+        (data.len() == width * height * bands && bands > 0).then_some(Self {
+            width,
+            height,
+            bands,
+            data,
+        })
+    }
+
+    /// The sample type.
+    pub fn kind(&self) -> SampleKind {
+        self.data.kind()
+    }
+
+    /// Sample `(y, x, band)` as `f32`, whatever the storage type.
+    pub fn get_f32(&self, y: usize, x: usize, band: usize) -> f32 {
+        let i = (y * self.width + x) * self.bands + band;
+        match &self.data {
+            RasterData::U8(v) => v[i] as f32,
+            RasterData::U16(v) => v[i] as f32,
+            RasterData::F32(v) => v[i],
+        }
+    }
+
+    /// All samples converted to `f32`, `[H, W, C]`.
+    pub fn to_f32(&self) -> Vec<f32> {
+        match &self.data {
+            RasterData::U8(v) => v.iter().map(|&s| s as f32).collect(),
+            RasterData::U16(v) => v.iter().map(|&s| s as f32).collect(),
+            RasterData::F32(v) => v.clone(),
+        }
+    }
+}
+
+/// A class mask of `height × width` pixels, one `u8` each (`[H, W]`, row-major).
+///
+/// Before label mapping the values are those stored in the file; after it, class indices with
+/// [`Mask::IGNORE`] (255) for pixels the loss and metrics skip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mask {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// One value per pixel.
+    pub data: Vec<u8>,
+}
+
+impl Mask {
+    /// The conventional ignore value (HF's `semantic_loss_ignore_index`).
+    pub const IGNORE: u8 = 255;
+
+    /// A mask from its parts; `None` when `data` does not hold `height * width` values.
+    pub fn new(width: usize, height: usize, data: Vec<u8>) -> Option<Self> {
+        (data.len() == width * height).then_some(Self {
+            width,
+            height,
+            data,
+        })
+    }
+}
+
+/// One training or evaluation example: an image, its mask (absent for inference) and where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// A stable name (the file stem, or `scene@x,y` for a tile).
+    pub id: String,
+    /// The image.
+    pub image: Raster,
+    /// The class mask, already label-mapped, when the sample has one.
+    pub mask: Option<Mask>,
+    /// Georeferencing of the image, when the source had it.
+    pub geo: Option<GeoRef>,
+}

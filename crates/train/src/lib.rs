@@ -1,0 +1,2 @@
+//! train crate.
+#![deny(missing_docs)]
