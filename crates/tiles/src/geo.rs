@@ -22,7 +22,10 @@ impl GeoRef {
     /// World coordinates of the corner of pixel `(col, row)`.
     pub fn pixel_to_world(&self, col: f64, row: f64) -> (f64, f64) {
         let t = &self.transform;
-        (t[0] + col * t[1] + row * t[2], t[3] + col * t[4] + row * t[5])
+        (
+            t[0] + col * t[1] + row * t[2],
+            t[3] + col * t[4] + row * t[5],
+        )
     }
 
     /// The same georeferencing for a window whose top-left pixel is `(col, row)` of this raster.

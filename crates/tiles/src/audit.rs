@@ -1,0 +1,228 @@
+//! The dataset audit: decode every pair once, check it, and summarise what the masks hold.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::TilesError;
+use crate::io::{read_image, read_mask};
+use crate::labels::LabelMap;
+use crate::pairs::{Pair, SPLITS};
+use crate::raster::{Mask, SampleKind};
+use crate::stats::{BandStats, StatsAccumulator};
+
+/// What one split holds.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SplitAudit {
+    /// Pairs in the split.
+    pub samples: usize,
+    /// Pixels per class, in class order.
+    pub class_pixels: Vec<u64>,
+    /// Pixels mapped to ignore.
+    pub ignored_pixels: u64,
+    /// All mask pixels.
+    pub total_pixels: u64,
+}
+
+impl SplitAudit {
+    /// Fraction of mask pixels that are ignored.
+    pub fn ignored_fraction(&self) -> f64 {
+        self.ignored_pixels as f64 / self.total_pixels.max(1) as f64
+    }
+}
+
+/// The result of a successful audit.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AuditReport {
+    /// Pairs found (all splits).
+    pub pairs: usize,
+    /// Per-split summaries (`train`, `val`).
+    pub splits: BTreeMap<String, SplitAudit>,
+    /// Unpaired files left out because `skip_unpaired` was set.
+    pub skipped: Vec<PathBuf>,
+    /// Image sizes (`WxH`) and how many images have each.
+    pub sizes: BTreeMap<String, usize>,
+    /// Bands per image.
+    pub bands: usize,
+    /// Image sample type.
+    pub kind: SampleKind,
+    /// Class names in index order.
+    pub classes: Vec<String>,
+    /// Histogram of the stored (unmapped) mask values over all splits.
+    pub raw_values: BTreeMap<u8, u64>,
+    /// Per-band statistics over the training split.
+    pub band_stats: Vec<BandStats>,
+}
+
+impl fmt::Display for AuditReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} pairs, {} bands of {}",
+            self.pairs, self.bands, self.kind
+        )?;
+        let sizes: Vec<String> = self
+            .sizes
+            .iter()
+            .map(|(s, n)| format!("{s} ×{n}"))
+            .collect();
+        writeln!(f, "image sizes: {}", sizes.join(", "))?;
+        let raw: Vec<String> = self
+            .raw_values
+            .iter()
+            .map(|(v, n)| format!("{v}: {n}"))
+            .collect();
+        writeln!(f, "stored mask values: {}", raw.join(", "))?;
+        for (name, s) in &self.splits {
+            writeln!(
+                f,
+                "{name}: {} samples, {:.2}% ignored",
+                s.samples,
+                100.0 * s.ignored_fraction()
+            )?;
+            let counted = (s.total_pixels - s.ignored_pixels).max(1) as f64;
+            for (c, n) in self.classes.iter().zip(&s.class_pixels) {
+                writeln!(
+                    f,
+                    "  {c:<16} {n:>12} px  {:6.2}%",
+                    100.0 * *n as f64 / counted
+                )?;
+            }
+        }
+        for (b, st) in self.band_stats.iter().enumerate() {
+            write!(
+                f,
+                "band {b}: mean {:.2} std {:.2} min {} max {}",
+                st.mean, st.std, st.min, st.max
+            )?;
+            if let (Some(lo), Some(hi)) = (st.p2, st.p98) {
+                write!(f, " p2 {lo} p98 {hi}")?;
+            }
+            writeln!(f)?;
+        }
+        if !self.skipped.is_empty() {
+            writeln!(f, "skipped {} unpaired files", self.skipped.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// Decodes every pair, checks sizes, band counts and mask values, and summarises.
+pub(crate) fn audit_pairs(
+    pairs: &[Pair],
+    labels: &LabelMap,
+    skipped: Vec<PathBuf>,
+    location: &Path,
+) -> Result<AuditReport, TilesError> {
+    labels.validate()?;
+    let lut = labels.lookup_table();
+    let nc = labels.num_classes();
+    let mut splits: BTreeMap<String, SplitAudit> = SPLITS
+        .iter()
+        .map(|s| {
+            let a = SplitAudit {
+                class_pixels: vec![0; nc],
+                ..Default::default()
+            };
+            (s.to_string(), a)
+        })
+        .collect();
+    let mut sizes = BTreeMap::new();
+    let mut raw = [0u64; 256];
+    let mut first_seen: [Option<&Path>; 256] = [None; 256];
+    let mut first: Option<(&Path, usize, SampleKind)> = None;
+    let mut stats: Option<StatsAccumulator> = None;
+    for pair in pairs {
+        let (image, geo) = read_image(&pair.image)?;
+        match first {
+            None => {
+                first = Some((&pair.image, image.bands, image.kind()));
+                stats = Some(StatsAccumulator::new(image.bands, image.kind()));
+            }
+            Some((p, bands, kind)) if bands != image.bands || kind != image.kind() => {
+                return Err(TilesError::BandMismatch {
+                    path: pair.image.clone(),
+                    found: format!("{} bands of {}", image.bands, image.kind()),
+                    first: p.to_path_buf(),
+                    expected: format!("{bands} bands of {kind}"),
+                });
+            }
+            Some(_) => {}
+        }
+        let mask = read_mask(&pair.mask)?;
+        check_size(&pair.image, &pair.mask, (image.width, image.height), &mask)?;
+        *sizes
+            .entry(format!("{}x{}", image.width, image.height))
+            .or_insert(0) += 1;
+        let split = splits
+            .get_mut(pair.split)
+            .expect("pairs carry known split names");
+        split.samples += 1;
+        split.total_pixels += mask.data.len() as u64;
+        for &v in &mask.data {
+            raw[v as usize] += 1;
+            match lut[v as usize] {
+                Some(Mask::IGNORE) => split.ignored_pixels += 1,
+                Some(c) => split.class_pixels[c as usize] += 1,
+                None => {
+                    first_seen[v as usize].get_or_insert(&pair.mask);
+                }
+            }
+        }
+        if pair.split == "train"
+            && let Some(acc) = stats.as_mut()
+        {
+            acc.add(&image, geo.and_then(|g| g.nodata));
+        }
+    }
+    let unmapped: Vec<(u8, u64, PathBuf)> = (0..256)
+        .filter_map(|v| first_seen[v].map(|p| (v as u8, raw[v], p.to_path_buf())))
+        .collect();
+    if !unmapped.is_empty() {
+        let found: Vec<u8> = (0..=255u8).filter(|&v| raw[v as usize] > 0).collect();
+        return Err(TilesError::UnmappedValues {
+            values: unmapped,
+            suggestion: labels.suggest(&found),
+        });
+    }
+    for (name, s) in &splits {
+        if s.samples == 0 {
+            return Err(TilesError::EmptySplit {
+                split: name.clone(),
+                location: location.to_path_buf(),
+            });
+        }
+    }
+    let (_, bands, kind) = first.expect("non-empty splits imply a first image");
+    Ok(AuditReport {
+        pairs: pairs.len(),
+        splits,
+        skipped,
+        sizes,
+        bands,
+        kind,
+        classes: labels.class_names(),
+        raw_values: (0..256)
+            .filter(|&v| raw[v] > 0)
+            .map(|v| (v as u8, raw[v]))
+            .collect(),
+        band_stats: stats.map(|s| s.finish()).unwrap_or_default(),
+    })
+}
+
+pub(crate) fn check_size(
+    image: &Path,
+    mask_path: &Path,
+    size: (usize, usize),
+    mask: &Mask,
+) -> Result<(), TilesError> {
+    if size != (mask.width, mask.height) {
+        return Err(TilesError::SizeMismatch {
+            image: image.to_path_buf(),
+            mask: mask_path.to_path_buf(),
+            image_size: size,
+            mask_size: (mask.width, mask.height),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! A lazy dataset over a prepared split layout: samples are decoded on demand.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::TilesError;
+use crate::io::{read_image, read_mask};
+use crate::labels::LabelMap;
+use crate::meta::DatasetMeta;
+use crate::raster::Sample;
+
+/// One split of a prepared dataset (`root/images/<split>/`, `root/masks/<split>/`).
+///
+/// Holds only file names and the label map; [`SegDataset::get`] decodes one sample at a time,
+/// so the dataset can be any size. `Send + Sync`: loader threads can share it by reference.
+#[derive(Clone, Debug)]
+pub struct SegDataset {
+    items: Vec<(String, PathBuf, PathBuf)>,
+    labels: LabelMap,
+    meta: Option<DatasetMeta>,
+}
+
+const MASK_EXTS: [&str; 3] = ["png", "tif", "tiff"];
+
+impl SegDataset {
+    /// Opens `split` (`train` or `val`) of a dataset prepared by `prepare_*`, using the label map
+    /// in its `dataset.json`.
+    pub fn open(root: &Path, split: &str) -> Result<Self, TilesError> {
+        let meta = DatasetMeta::load(root)?.ok_or_else(|| TilesError::Metadata {
+            path: root.join(crate::meta::DATASET_JSON),
+            reason: "not found; run `segfit prepare` first, or open the folder with SegDataset::open_with_labels".into(),
+        })?;
+        let mut ds = Self::open_with_labels(root, split, meta.labels.clone())?;
+        ds.meta = Some(meta);
+        Ok(ds)
+    }
+
+    /// Opens `split` of a split-layout folder that has no `dataset.json`; masks are
+    /// `masks/<split>/<image stem>.{png,tif,tiff}`.
+    pub fn open_with_labels(
+        root: &Path,
+        split: &str,
+        labels: LabelMap,
+    ) -> Result<Self, TilesError> {
+        labels.validate()?;
+        let image_dir = root.join("images").join(split);
+        let mask_dir = root.join("masks").join(split);
+        let rd = std::fs::read_dir(&image_dir).map_err(|e| TilesError::io(&image_dir, e))?;
+        let mut items = Vec::new();
+        let mut missing = Vec::new();
+        for entry in rd {
+            let image = entry.map_err(|e| TilesError::io(&image_dir, e))?.path();
+            let Some(stem) = image.file_stem().and_then(|s| s.to_str()).map(String::from) else {
+                continue;
+            };
+            if !image.is_file() || stem.starts_with('.') {
+                continue;
+            }
+            match MASK_EXTS
+                .iter()
+                .map(|e| mask_dir.join(format!("{stem}.{e}")))
+                .find(|m| m.is_file())
+            {
+                Some(mask) => items.push((stem, image, mask)),
+                None => missing.push(image),
+            }
+        }
+        if !missing.is_empty() {
+            missing.sort();
+            return Err(TilesError::MissingMasks {
+                images: missing,
+                mask_dir,
+            });
+        }
+        if items.is_empty() {
+            return Err(TilesError::EmptySplit {
+                split: split.into(),
+                location: image_dir,
+            });
+        }
+        items.sort();
+        Ok(Self {
+            items,
+            labels,
+            meta: None,
+        })
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when the split has no samples (never, for an opened dataset).
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The label map applied to masks.
+    pub fn labels(&self) -> &LabelMap {
+        &self.labels
+    }
+
+    /// The prepared dataset's metadata, when it has `dataset.json`.
+    pub fn meta(&self) -> Option<&DatasetMeta> {
+        self.meta.as_ref()
+    }
+
+    /// Sample ids (file stems) in index order.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.items.iter().map(|(id, _, _)| id.as_str())
+    }
+
+    /// Decodes sample `index`: the image (`[H, W, C]`), its label-mapped mask (`[H, W]`, class
+    /// indices or 255) and its georeferencing.
+    pub fn get(&self, index: usize) -> Result<Sample, TilesError> {
+        let (id, image_path, mask_path) =
+            self.items.get(index).ok_or(TilesError::IndexOutOfRange {
+                index,
+                len: self.items.len(),
+            })?;
+        let (image, geo) = read_image(image_path)?;
+        let raw = read_mask(mask_path)?;
+        crate::audit::check_size(image_path, mask_path, (image.width, image.height), &raw)?;
+        let mask = self.labels.apply(&raw, mask_path)?;
+        Ok(Sample {
+            id: id.clone(),
+            image,
+            mask: Some(mask),
+            geo,
+        })
+    }
+}

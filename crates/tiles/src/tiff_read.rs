@@ -1,0 +1,346 @@
+//! Windowed GeoTIFF reading: only the strips/tiles that intersect a window are decoded, so a
+//! scene far larger than memory can be read piece by piece.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use tiff::decoder::{ChunkType, Decoder, DecodingResult, Limits};
+use tiff::tags::Tag;
+
+use crate::error::TilesError;
+use crate::geo::GeoRef;
+use crate::raster::{Raster, RasterData, SampleKind};
+
+/// A TIFF/GeoTIFF opened for windowed reads.
+///
+/// The header and georeferencing are read by [`ChunkedReader::open`]; pixel data is decoded only
+/// by [`ChunkedReader::read_window`], chunk by chunk, so memory stays proportional to the window
+/// (plus one strip or tile row) whatever the file's size.
+pub struct ChunkedReader {
+    path: PathBuf,
+    decoder: Decoder<BufReader<File>>,
+    width: usize,
+    height: usize,
+    bands: usize,
+    kind: SampleKind,
+    geo: Option<GeoRef>,
+    chunk_w: usize,
+    chunk_h: usize,
+    planar: bool,
+}
+
+impl std::fmt::Debug for ChunkedReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkedReader")
+            .field("path", &self.path)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("bands", &self.bands)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChunkedReader {
+    /// Opens a TIFF and reads its header and GeoTIFF tags (no pixel data).
+    pub fn open(path: &Path) -> Result<Self, TilesError> {
+        let file = File::open(path).map_err(|e| TilesError::io(path, e))?;
+        let mut limits = Limits::default();
+        // Chunks are small, but offset arrays of big scenes exceed the 1 MiB default.
+        limits.ifd_value_size = 256 * 1024 * 1024;
+        limits.decoding_buffer_size = 1 << 30;
+        let mut decoder = Decoder::new(BufReader::new(file))
+            .map_err(|e| TilesError::decode(path, e))?
+            .with_limits(limits);
+        let (w, h) = decoder
+            .dimensions()
+            .map_err(|e| TilesError::decode(path, e))?;
+        let color = decoder
+            .colortype()
+            .map_err(|e| TilesError::unsupported(path, e))?;
+        let spp: u16 = decoder
+            .find_tag_unsigned(Tag::SamplesPerPixel)
+            .map_err(|e| TilesError::decode(path, e))?
+            .unwrap_or(1);
+        let planar = decoder
+            .find_tag_unsigned::<u16>(Tag::PlanarConfiguration)
+            .map_err(|e| TilesError::decode(path, e))?
+            == Some(2);
+        let bands = if planar { spp } else { color.num_samples() };
+        if bands != spp {
+            return Err(TilesError::unsupported(
+                path,
+                format!(
+                    "{spp} samples per pixel decode as {color:?}; store the bands as MinIsBlack"
+                ),
+            ));
+        }
+        let format: u16 = decoder
+            .find_tag_unsigned_vec::<u16>(Tag::SampleFormat)
+            .map_err(|e| TilesError::decode(path, e))?
+            .and_then(|v| v.first().copied())
+            .unwrap_or(1);
+        let kind = match (format, color.bit_depth()) {
+            (1, 8) => SampleKind::U8,
+            (1, 16) => SampleKind::U16,
+            (3, 32) => SampleKind::F32,
+            (f, b) => {
+                let name = match f {
+                    1 => "unsigned",
+                    2 => "signed",
+                    3 => "float",
+                    _ => "untyped",
+                };
+                return Err(TilesError::unsupported(
+                    path,
+                    format!(
+                        "{b}-bit {name} samples; segfit reads 8/16-bit unsigned and 32-bit float"
+                    ),
+                ));
+            }
+        };
+        let (chunk_w, chunk_h) = decoder.chunk_dimensions();
+        let geo = read_geo(&mut decoder).map_err(|e| TilesError::decode(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            decoder,
+            width: w as usize,
+            height: h as usize,
+            bands: bands as usize,
+            kind,
+            geo,
+            chunk_w: chunk_w as usize,
+            chunk_h: (chunk_h as usize).min(h as usize),
+            planar,
+        })
+    }
+
+    /// Width in pixels.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Height in pixels.
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
+    /// Bands per pixel.
+    pub fn bands(&self) -> usize {
+        self.bands
+    }
+
+    /// Sample type.
+    pub fn kind(&self) -> SampleKind {
+        self.kind
+    }
+
+    /// Georeferencing of the whole raster, when the file has GeoTIFF tags.
+    pub fn geo(&self) -> Option<&GeoRef> {
+        self.geo.as_ref()
+    }
+
+    /// `(width, height)` of one strip or tile: windows aligned to it decode each chunk once.
+    pub fn chunk_size(&self) -> (usize, usize) {
+        (self.chunk_w, self.chunk_h)
+    }
+
+    /// Decodes the window of `w × h` pixels whose top-left pixel is `(x, y)`.
+    ///
+    /// Returns a `[h, w, bands]` raster; the window must lie inside the image.
+    pub fn read_window(
+        &mut self,
+        x: usize,
+        y: usize,
+        w: usize,
+        h: usize,
+    ) -> Result<Raster, TilesError> {
+        if w == 0 || h == 0 || x + w > self.width || y + h > self.height {
+            return Err(TilesError::Window {
+                path: self.path.clone(),
+                x,
+                y,
+                w,
+                h,
+                width: self.width,
+                height: self.height,
+            });
+        }
+        let n = w * h * self.bands;
+        let mut out = match self.kind {
+            SampleKind::U8 => RasterData::U8(vec![0; n]),
+            SampleKind::U16 => RasterData::U16(vec![0; n]),
+            SampleKind::F32 => RasterData::F32(vec![0.0; n]),
+        };
+        let across = self.width.div_ceil(self.chunk_w);
+        let per_plane = across * self.height.div_ceil(self.chunk_h);
+        let tiled = self.decoder.get_chunk_type() == ChunkType::Tile;
+        let planes = if self.planar { self.bands } else { 1 };
+        for cy in y / self.chunk_h..=(y + h - 1) / self.chunk_h {
+            for cx in x / self.chunk_w..=(x + w - 1) / self.chunk_w {
+                let index = if tiled { cy * across + cx } else { cy };
+                for plane in 0..planes {
+                    let chunk = (plane * per_plane + index) as u32;
+                    let (cw, ch) = self.decoder.chunk_data_dimensions(chunk);
+                    let data = self
+                        .decoder
+                        .read_chunk(chunk)
+                        .map_err(|e| TilesError::decode(&self.path, e))?;
+                    let spp = if self.planar { 1 } else { self.bands };
+                    let src = ChunkView {
+                        x0: cx * self.chunk_w,
+                        y0: cy * self.chunk_h,
+                        w: cw as usize,
+                        h: ch as usize,
+                        spp,
+                        band0: plane,
+                    };
+                    let win = (x, y, w, h, self.bands);
+                    copy_chunk(&data, &src, &mut out, win)
+                        .map_err(|reason| TilesError::decode(&self.path, reason))?;
+                }
+            }
+        }
+        Ok(Raster::new(w, h, self.bands, out).expect("window buffer sized from its dimensions"))
+    }
+
+    /// Decodes the whole raster.
+    pub fn read_all(&mut self) -> Result<Raster, TilesError> {
+        let (w, h) = (self.width, self.height);
+        self.read_window(0, 0, w, h)
+    }
+}
+
+/// Where a decoded chunk sits in the image.
+struct ChunkView {
+    x0: usize,
+    y0: usize,
+    w: usize,
+    h: usize,
+    spp: usize,
+    band0: usize,
+}
+
+fn copy_chunk(
+    data: &DecodingResult,
+    src: &ChunkView,
+    out: &mut RasterData,
+    win: (usize, usize, usize, usize, usize),
+) -> Result<(), String> {
+    match (data, out) {
+        (DecodingResult::U8(s), RasterData::U8(d)) => copy_typed(s, src, d, win),
+        (DecodingResult::U16(s), RasterData::U16(d)) => copy_typed(s, src, d, win),
+        (DecodingResult::F32(s), RasterData::F32(d)) => copy_typed(s, src, d, win),
+        _ => return Err("chunk sample type differs from the header's".into()),
+    }
+    Ok(())
+}
+
+fn copy_typed<T: Copy>(
+    s: &[T],
+    src: &ChunkView,
+    d: &mut [T],
+    win: (usize, usize, usize, usize, usize),
+) {
+    let (x, y, w, h, bands) = win;
+    let ys = src.y0.max(y)..(src.y0 + src.h).min(y + h);
+    let xs = src.x0.max(x)..(src.x0 + src.w).min(x + w);
+    if xs.is_empty() {
+        return;
+    }
+    for row in ys {
+        let srow = (row - src.y0) * src.w;
+        let drow = (row - y) * w;
+        if src.spp == bands {
+            // Chunky layout: whole pixel runs copy at once.
+            let a = (srow + xs.start - src.x0) * bands;
+            let b = (drow + xs.start - x) * bands;
+            let len = xs.len() * bands;
+            d[b..b + len].copy_from_slice(&s[a..a + len]);
+        } else {
+            for col in xs.clone() {
+                d[(drow + col - x) * bands + src.band0] = s[srow + col - src.x0];
+            }
+        }
+    }
+}
+
+/// GTRasterTypeGeoKey: 1 = PixelIsArea, 2 = PixelIsPoint.
+const GT_RASTER_TYPE: u16 = 1025;
+
+pub(crate) fn is_pixel_is_point(keys: Option<&[u16]>) -> bool {
+    let Some(keys) = keys else { return false };
+    keys.get(4..)
+        .unwrap_or(&[])
+        .chunks_exact(4)
+        .any(|k| k[0] == GT_RASTER_TYPE && k[1] == 0 && k[3] == 2)
+}
+
+fn read_geo<R: std::io::Read + std::io::Seek>(
+    dec: &mut Decoder<R>,
+) -> tiff::TiffResult<Option<GeoRef>> {
+    let f64s = |dec: &mut Decoder<R>, tag| -> tiff::TiffResult<Option<Vec<f64>>> {
+        dec.find_tag(tag)?.map(|v| v.into_f64_vec()).transpose()
+    };
+    let scale = f64s(dec, Tag::ModelPixelScaleTag)?;
+    let tie = f64s(dec, Tag::ModelTiepointTag)?;
+    let matrix = f64s(dec, Tag::ModelTransformationTag)?;
+    let keys = dec
+        .find_tag(Tag::GeoKeyDirectoryTag)?
+        .map(|v| v.into_u16_vec())
+        .transpose()?;
+    let doubles = f64s(dec, Tag::GeoDoubleParamsTag)?;
+    let ascii = dec
+        .find_tag(Tag::GeoAsciiParamsTag)?
+        .map(|v| v.into_string())
+        .transpose()?;
+    let nodata = dec
+        .find_tag(Tag::GdalNodata)?
+        .map(|v| v.into_string())
+        .transpose()?
+        .and_then(|s| {
+            s.trim_matches(|c: char| c == '\0' || c.is_whitespace())
+                .parse::<f64>()
+                .ok()
+        });
+    let mut transform = match (matrix, scale, tie) {
+        (Some(m), _, _) if m.len() >= 8 => [m[3], m[0], m[1], m[7], m[4], m[5]],
+        (_, Some(s), Some(t)) if s.len() >= 2 && t.len() >= 6 => {
+            // Tiepoint (i, j, k, x, y, z): raster point (i, j) sits at world (x, y); rows go south.
+            [
+                t[3] - t[0] * s[0],
+                s[0],
+                0.0,
+                t[4] + t[1] * s[1],
+                0.0,
+                -s[1],
+            ]
+        }
+        _ => return Ok(None),
+    };
+    if is_pixel_is_point(keys.as_deref()) {
+        // NOTE: like GDAL, report PixelIsPoint rasters by their pixel corner (half a pixel up-left),
+        // so `GeoRef::transform` always means the corner; the writer shifts back.
+        transform[0] -= 0.5 * (transform[1] + transform[2]);
+        transform[3] -= 0.5 * (transform[4] + transform[5]);
+    }
+    Ok(Some(GeoRef {
+        transform,
+        geo_key_directory: keys,
+        geo_double_params: doubles,
+        geo_ascii_params: ascii,
+        nodata,
+    }))
+}
+
+/// Decodes the window of `w × h` pixels at `(x, y)` of the TIFF at `path` (`[h, w, bands]`).
+pub fn read_window(
+    path: &Path,
+    x: usize,
+    y: usize,
+    w: usize,
+    h: usize,
+) -> Result<Raster, TilesError> {
+    ChunkedReader::open(path)?.read_window(x, y, w, h)
+}
