@@ -1,2 +1,36 @@
-//! segformer crate.
+//! SegFormer (MiT-B0…B5 encoder + all-MLP decode head) in burn, numerically identical to
+//! HF transformers' `SegformerForSemanticSegmentation`, with HF checkpoint loading/saving.
+//!
+//! ```
+//! use burn::backend::Flex;
+//! use burn::tensor::{Int, Tensor};
+//! use segformer::SegformerConfig;
+//!
+//! let device = Default::default();
+//! // A 4-band (RGB + NIR) MiT-B0 with 3 classes.
+//! let config = SegformerConfig::mit_b0().with_num_channels(4).with_num_labels(3);
+//! let model = config.init::<Flex>(&device).unwrap();
+//!
+//! let pixels = Tensor::<Flex, 4>::zeros([1, 4, 64, 64], &device);
+//! let logits = model.forward(pixels);
+//! assert_eq!(logits.dims(), [1, 3, 16, 16]); // a quarter of the input resolution
+//!
+//! let labels = Tensor::<Flex, 3, Int>::zeros([1, 64, 64], &device);
+//! let loss = model.loss(logits, labels);
+//! assert_eq!(loss.dims(), [1]);
+//! ```
 #![deny(missing_docs)]
+
+mod config;
+mod encoder;
+mod layers;
+mod loss;
+mod model;
+mod weights;
+
+pub use config::{ConfigError, SegformerConfig};
+pub use model::Segformer;
+pub use weights::{
+    LoadReport, WeightsError, hf_gradients, hf_state_dict, hf_state_dict_original, load_hf_dir,
+    load_pretrained, read_config, save_hf_dir,
+};

@@ -1,0 +1,298 @@
+//! The Mix Transformer (MiT) encoder: overlapping patch embeddings, efficient self-attention
+//! with sequence reduction, Mix-FFN, and four stages each closed by a LayerNorm.
+//!
+//! Field names follow the transformers ≥ 5 checkpoint keys (`q_proj`, `sequence_reduction`,
+//! `layernorm_before`, `fc1`, …); `weights` maps them to and from the original names.
+
+use burn::module::Module;
+use burn::nn::conv::Conv2d;
+use burn::nn::{Dropout, DropoutConfig, LayerNorm, Linear};
+use burn::tensor::Tensor;
+use burn::tensor::activation::softmax;
+use burn::tensor::backend::Backend;
+
+use crate::config::{Activation, SegformerConfig};
+use crate::layers::{ConvSpec, DropPath, activate, conv2d, layer_norm, linear};
+
+/// Conv patch embedding followed by a LayerNorm (`SegformerOverlapPatchEmbeddings`).
+#[derive(Module, Debug)]
+pub(crate) struct OverlapPatchEmbeddings<B: Backend> {
+    pub proj: Conv2d<B>,
+    pub layer_norm: LayerNorm<B>,
+}
+
+impl<B: Backend> OverlapPatchEmbeddings<B> {
+    /// # Shapes
+    /// - input: `[batch, in_channels, H, W]`
+    /// - output: `([batch, h*w, hidden], h, w)` with `h = (H + 2*(k/2) - k)/stride + 1`
+    fn forward(&self, x: Tensor<B, 4>) -> (Tensor<B, 3>, usize, usize) {
+        let x = self.proj.forward(x);
+        let [_, _, h, w] = x.dims();
+        // [B, C, h, w] -> [B, C, h*w] -> [B, h*w, C]
+        let x = x.flatten::<3>(2, 3).swap_dims(1, 2);
+        (self.layer_norm.forward(x), h, w)
+    }
+}
+
+/// The strided conv + LayerNorm that shortens keys and values (`sr`, `layer_norm`).
+#[derive(Module, Debug)]
+pub(crate) struct SequenceReduction<B: Backend> {
+    pub sequence_reduction: Conv2d<B>,
+    pub layer_norm: LayerNorm<B>,
+}
+
+/// Multi-head self-attention whose keys/values come from a spatially reduced sequence
+/// (`SegformerEfficientSelfAttention` + `SegformerSelfOutput`).
+#[derive(Module, Debug)]
+pub(crate) struct EfficientSelfAttention<B: Backend> {
+    pub q_proj: Linear<B>,
+    pub k_proj: Linear<B>,
+    pub v_proj: Linear<B>,
+    pub sequence_reduction: Option<SequenceReduction<B>>,
+    pub o_proj: Linear<B>,
+    attention_dropout: Dropout,
+    dropout: Dropout,
+    num_heads: usize,
+}
+
+impl<B: Backend> EfficientSelfAttention<B> {
+    /// # Shapes
+    /// - input: `[batch, h*w, hidden]`
+    /// - output: `[batch, h*w, hidden]`
+    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize) -> Tensor<B, 3> {
+        let [batch, seq, hidden] = x.dims();
+        let head_dim = hidden / self.num_heads;
+        // [B, N, C] -> [B, N, heads, d] -> [B, heads, N, d]
+        let heads = |t: Tensor<B, 3>| {
+            let n = t.dims()[1];
+            t.reshape([batch, n, self.num_heads, head_dim])
+                .swap_dims(1, 2)
+        };
+        let query = heads(self.q_proj.forward(x.clone()));
+        let kv = match &self.sequence_reduction {
+            Some(sr) => {
+                // [B, N, C] -> [B, C, h, w]
+                let map = x.swap_dims(1, 2).reshape([batch, hidden, h, w]);
+                let map = sr.sequence_reduction.forward(map);
+                // [B, C, h', w'] -> [B, h'*w', C]
+                let reduced = map.flatten::<3>(2, 3).swap_dims(1, 2);
+                sr.layer_norm.forward(reduced)
+            }
+            None => x,
+        };
+        let key = heads(self.k_proj.forward(kv.clone()));
+        let value = heads(self.v_proj.forward(kv));
+        // [B, heads, N, d] x [B, heads, d, M] -> [B, heads, N, M]
+        let scores = query.matmul(key.swap_dims(2, 3)) / (head_dim as f64).sqrt();
+        let probs = self.attention_dropout.forward(softmax(scores, 3));
+        // [B, heads, N, d] -> [B, N, heads, d] -> [B, N, C]
+        let context = probs
+            .matmul(value)
+            .swap_dims(1, 2)
+            .reshape([batch, seq, hidden]);
+        self.dropout.forward(self.o_proj.forward(context))
+    }
+}
+
+/// The 3×3 depthwise conv inside the Mix-FFN (`SegformerDWConv`).
+#[derive(Module, Debug)]
+pub(crate) struct DwConv<B: Backend> {
+    pub dwconv: Conv2d<B>,
+}
+
+/// Linear → 3×3 depthwise conv → activation → linear (`SegformerMixFFN`).
+#[derive(Module, Debug)]
+pub(crate) struct MixFfn<B: Backend> {
+    pub fc1: Linear<B>,
+    pub dwconv: DwConv<B>,
+    pub fc2: Linear<B>,
+    dropout: Dropout,
+    activation: Activation,
+}
+
+impl<B: Backend> MixFfn<B> {
+    /// # Shapes
+    /// - input: `[batch, h*w, hidden]`
+    /// - output: `[batch, h*w, hidden]`
+    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize) -> Tensor<B, 3> {
+        let x = self.fc1.forward(x);
+        let [batch, _, channels] = x.dims();
+        // [B, N, C'] -> [B, C', h, w]
+        let map = x.swap_dims(1, 2).reshape([batch, channels, h, w]);
+        // [B, C', h, w] -> [B, h*w, C']
+        let x = self
+            .dwconv
+            .dwconv
+            .forward(map)
+            .flatten::<3>(2, 3)
+            .swap_dims(1, 2);
+        let x = self.dropout.forward(activate(self.activation, x));
+        self.dropout.forward(self.fc2.forward(x))
+    }
+}
+
+/// Pre-norm transformer block with stochastic depth (`SegformerLayer`).
+#[derive(Module, Debug)]
+pub(crate) struct Block<B: Backend> {
+    pub layernorm_before: LayerNorm<B>,
+    pub attention: EfficientSelfAttention<B>,
+    pub layernorm_after: LayerNorm<B>,
+    pub mlp: MixFfn<B>,
+    drop_path: DropPath,
+}
+
+impl<B: Backend> Block<B> {
+    /// # Shapes
+    /// - input: `[batch, h*w, hidden]`
+    /// - output: `[batch, h*w, hidden]`
+    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize) -> Tensor<B, 3> {
+        let attn = self
+            .attention
+            .forward(self.layernorm_before.forward(x.clone()), h, w);
+        let x = self.drop_path.forward(attn) + x;
+        let mlp = self
+            .mlp
+            .forward(self.layernorm_after.forward(x.clone()), h, w);
+        self.drop_path.forward(mlp) + x
+    }
+}
+
+/// One encoder stage: patch embedding, blocks, final LayerNorm.
+#[derive(Module, Debug)]
+pub(crate) struct Stage<B: Backend> {
+    pub patch_embeddings: OverlapPatchEmbeddings<B>,
+    pub blocks: Vec<Block<B>>,
+    pub layer_norm: LayerNorm<B>,
+}
+
+impl<B: Backend> Stage<B> {
+    fn new(config: &SegformerConfig, i: usize, drop_paths: &[f64], device: &B::Device) -> Self {
+        let std = config.initializer_range;
+        let hidden = config.hidden_sizes[i];
+        let in_channels = if i == 0 {
+            config.num_channels
+        } else {
+            config.hidden_sizes[i - 1]
+        };
+        let (patch, stride) = (config.patch_sizes[i], config.strides[i]);
+        let act = config.activation().expect("validated config");
+        let patch_embeddings = OverlapPatchEmbeddings {
+            proj: conv2d(
+                ConvSpec {
+                    channels: [in_channels, hidden],
+                    kernel: patch,
+                    stride,
+                    padding: patch / 2,
+                    groups: 1,
+                    bias: true,
+                },
+                std,
+                device,
+            ),
+            layer_norm: layer_norm(hidden, device),
+        };
+        let sr = config.sr_ratios[i];
+        let mlp_hidden = hidden * config.mlp_ratios[i];
+        let blocks = drop_paths
+            .iter()
+            .map(|&drop_path| Block {
+                layernorm_before: layer_norm(hidden, device),
+                attention: EfficientSelfAttention {
+                    q_proj: linear(hidden, hidden, std, device),
+                    k_proj: linear(hidden, hidden, std, device),
+                    v_proj: linear(hidden, hidden, std, device),
+                    sequence_reduction: (sr > 1).then(|| SequenceReduction {
+                        sequence_reduction: conv2d(
+                            ConvSpec {
+                                channels: [hidden, hidden],
+                                kernel: sr,
+                                stride: sr,
+                                padding: 0,
+                                groups: 1,
+                                bias: true,
+                            },
+                            std,
+                            device,
+                        ),
+                        layer_norm: layer_norm(hidden, device),
+                    }),
+                    o_proj: linear(hidden, hidden, std, device),
+                    attention_dropout: DropoutConfig::new(config.attention_probs_dropout_prob)
+                        .init(),
+                    dropout: DropoutConfig::new(config.hidden_dropout_prob).init(),
+                    num_heads: config.num_attention_heads[i],
+                },
+                layernorm_after: layer_norm(hidden, device),
+                mlp: MixFfn {
+                    fc1: linear(hidden, mlp_hidden, std, device),
+                    dwconv: DwConv {
+                        dwconv: conv2d(
+                            ConvSpec {
+                                channels: [mlp_hidden, mlp_hidden],
+                                kernel: 3,
+                                stride: 1,
+                                padding: 1,
+                                groups: mlp_hidden,
+                                bias: true,
+                            },
+                            std,
+                            device,
+                        ),
+                    },
+                    fc2: linear(mlp_hidden, hidden, std, device),
+                    dropout: DropoutConfig::new(config.hidden_dropout_prob).init(),
+                    activation: act,
+                },
+                drop_path: DropPath::new(drop_path),
+            })
+            .collect();
+        Self {
+            patch_embeddings,
+            blocks,
+            layer_norm: layer_norm(hidden, device),
+        }
+    }
+
+    /// # Shapes
+    /// - input: `[batch, in_channels, H, W]`
+    /// - output: `[batch, hidden, h, w]` (h, w: the patch embedding's output size)
+    fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
+        let (mut x, h, w) = self.patch_embeddings.forward(x);
+        for block in &self.blocks {
+            x = block.forward(x, h, w);
+        }
+        let x = self.layer_norm.forward(x);
+        let [batch, _, hidden] = x.dims();
+        // [B, h*w, C] -> [B, C, h*w] -> [B, C, h, w]
+        x.swap_dims(1, 2).reshape([batch, hidden, h, w])
+    }
+}
+
+/// The hierarchical encoder (`SegformerModel` / `SegformerEncoder`, `reshape_last_stage = true`).
+#[derive(Module, Debug)]
+pub(crate) struct Encoder<B: Backend> {
+    pub stages: Vec<Stage<B>>,
+}
+
+impl<B: Backend> Encoder<B> {
+    pub(crate) fn new(config: &SegformerConfig, device: &B::Device) -> Self {
+        let rates = config.drop_path_rates();
+        let stages = (0..config.num_encoder_blocks)
+            .map(|i| Stage::new(config, i, &rates[i], device))
+            .collect();
+        Self { stages }
+    }
+
+    /// # Shapes
+    /// - input: `[batch, num_channels, H, W]`
+    /// - output: one `[batch, hidden_sizes[i], H_i, W_i]` map per stage (`H_i ≈ H / (4·2^i)`)
+    pub(crate) fn forward(&self, pixel_values: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
+        let mut x = pixel_values;
+        let mut hidden_states = Vec::with_capacity(self.stages.len());
+        for stage in &self.stages {
+            x = stage.forward(x);
+            hidden_states.push(x.clone());
+        }
+        hidden_states
+    }
+}

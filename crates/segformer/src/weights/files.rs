@@ -1,0 +1,114 @@
+//! Reading checkpoint files into `TensorData` and writing them atomically.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{DType, TensorData};
+use safetensors::{Dtype, SafeTensors};
+
+use super::WeightsError;
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WeightsError + '_ {
+    move |source| WeightsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// All tensors of a `.safetensors` file, by key.
+pub(crate) fn read_safetensors(path: &Path) -> Result<HashMap<String, TensorData>, WeightsError> {
+    let bytes = fs::read(path).map_err(io_error(path))?;
+    let bad = |message: String| WeightsError::Format {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
+    let mut out = HashMap::new();
+    for (key, view) in file.tensors() {
+        let dtype = match view.dtype() {
+            Dtype::F32 => DType::F32,
+            Dtype::F16 => DType::F16,
+            Dtype::BF16 => DType::BF16,
+            Dtype::F64 => DType::F64,
+            Dtype::I64 => DType::I64,
+            Dtype::I32 => DType::I32,
+            other => return Err(bad(format!("tensor {key} has unsupported dtype {other:?}"))),
+        };
+        let data = TensorData::from_bytes_vec(view.data().to_vec(), view.shape().to_vec(), dtype);
+        out.insert(key, data);
+    }
+    Ok(out)
+}
+
+/// All tensors of a PyTorch `pytorch_model.bin` (`torch.save` zip or legacy pickle), by key.
+pub(crate) fn read_pytorch(path: &Path) -> Result<HashMap<String, TensorData>, WeightsError> {
+    let bad = |message: String| WeightsError::Format {
+        path: path.to_path_buf(),
+        message,
+    };
+    let reader = burn_store::pytorch::PytorchReader::new(path).map_err(|e| bad(e.to_string()))?;
+    reader
+        .into_tensors()
+        .into_iter()
+        .map(|(key, snapshot)| {
+            let data = snapshot
+                .to_data()
+                .map_err(|e| bad(format!("tensor {key}: {e}")))?;
+            Ok((key, data))
+        })
+        .collect()
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = File::create(&tmp).map_err(io_error(&tmp))?;
+        file.write_all(bytes).map_err(io_error(&tmp))?;
+        file.sync_all().map_err(io_error(&tmp))?;
+        fs::rename(&tmp, path).map_err(io_error(path))?;
+        // Persist the rename itself; not every platform lets us open a directory.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Serialises `(key, data)` pairs (f32 or i64) as a safetensors file with `format: pt`
+/// metadata, which transformers requires.
+pub(crate) fn safetensors_bytes(tensors: &[(String, TensorData)]) -> Result<Vec<u8>, WeightsError> {
+    let views = tensors
+        .iter()
+        .map(|(key, data)| {
+            let dtype = match data.dtype {
+                DType::F32 => Dtype::F32,
+                DType::I64 => Dtype::I64,
+                other => unreachable!("we only write f32 and i64 tensors, got {other:?}"),
+            };
+            let view =
+                safetensors::tensor::TensorView::new(dtype, data.shape.to_vec(), data.as_bytes())
+                    .map_err(|e| WeightsError::Format {
+                    path: PathBuf::from(key),
+                    message: e.to_string(),
+                })?;
+            Ok((key.clone(), view))
+        })
+        .collect::<Result<Vec<_>, WeightsError>>()?;
+    let metadata = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
+    safetensors::serialize(views, &metadata).map_err(|e| WeightsError::Format {
+        path: PathBuf::from("model.safetensors"),
+        message: e.to_string(),
+    })
+}

@@ -1,0 +1,196 @@
+//! Shared helpers for the parity tests: fixture lookup, expected tensors, relative error.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{DType, TensorData};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Finds fixture `case`: `$SEGFIT_FIXTURES`, else `<workspace>/../shared/fixtures`, else
+/// (small cases only) `<workspace>/tests/data/fixtures`.
+///
+/// Returns `None` (after printing a skip note) when the case is absent, unless `CI=true`,
+/// where a missing fixture is a failure.
+pub fn fixture(case: &str) -> Option<PathBuf> {
+    let mut roots = Vec::new();
+    if let Ok(dir) = std::env::var("SEGFIT_FIXTURES") {
+        roots.push(PathBuf::from(dir));
+    }
+    roots.push(workspace().join("../shared/fixtures"));
+    roots.push(workspace().join("tests/data/fixtures"));
+    if let Some(dir) = roots.iter().map(|r| r.join(case)).find(|d| d.is_dir()) {
+        return Some(dir);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "fixture {case} not found in {roots:?}; set SEGFIT_FIXTURES to the shared fixtures directory"
+        );
+    }
+    eprintln!("skipping: fixture {case} not found in {roots:?} (set SEGFIT_FIXTURES)");
+    None
+}
+
+/// Every tensor of `dir/expected.safetensors`, read with the `safetensors` crate directly.
+pub fn expected(dir: &Path) -> HashMap<String, TensorData> {
+    let bytes = std::fs::read(dir.join("expected.safetensors")).expect("read expected.safetensors");
+    let file = safetensors::SafeTensors::deserialize(&bytes).expect("parse expected.safetensors");
+    file.tensors()
+        .into_iter()
+        .map(|(key, view)| {
+            let dtype = match view.dtype() {
+                safetensors::Dtype::F32 => DType::F32,
+                safetensors::Dtype::I64 => DType::I64,
+                other => panic!("unexpected dtype {other:?} for {key}"),
+            };
+            let data =
+                TensorData::from_bytes_vec(view.data().to_vec(), view.shape().to_vec(), dtype);
+            (key, data)
+        })
+        .collect()
+}
+
+/// ‖ours − reference‖ / ‖reference‖, after checking the shapes agree.
+pub fn rel_err(what: &str, ours: &TensorData, reference: &TensorData) -> f64 {
+    assert_eq!(
+        ours.shape, reference.shape,
+        "{what}: shape differs from the reference"
+    );
+    let a = ours.to_vec::<f32>().unwrap();
+    let b = reference.to_vec::<f32>().unwrap();
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(&b) {
+        diff += (*x as f64 - *y as f64).powi(2);
+        norm += (*y as f64).powi(2);
+    }
+    if norm == 0.0 {
+        return diff.sqrt();
+    }
+    (diff / norm).sqrt()
+}
+
+/// Asserts `rel_err <= tol`, naming the tensor and the error on failure.
+pub fn assert_close(what: &str, ours: &TensorData, reference: &TensorData, tol: f64) {
+    let err = rel_err(what, ours, reference);
+    assert!(err <= tol, "{what}: relative error {err:.3e} > {tol:.0e}");
+}
+
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::{Int, Tensor};
+
+type Train = Autodiff<Flex>;
+
+/// Eval-mode logits and every encoder stage output against `eval.*`.
+pub fn check_eval(dir: &Path) {
+    let device = Default::default();
+    let (model, report) = segformer::load_hf_dir::<Flex>(dir, &device).expect("load model dir");
+    assert!(report.is_exact(), "unexpected load report:\n{report}");
+    let exp = expected(dir);
+    let pixels = Tensor::<Flex, 4>::from_data(exp["pixel_values"].clone(), &device);
+    let (logits, hidden) = model.forward_with_hidden_states(pixels);
+    assert_close(
+        "eval.logits",
+        &logits.into_data(),
+        &exp["eval.logits"],
+        1e-4,
+    );
+    assert_eq!(hidden.len(), 4);
+    for (i, h) in hidden.into_iter().enumerate() {
+        let key = format!("eval.hidden_state.{i}");
+        assert_close(&key, &h.into_data(), &exp[&key], 1e-4);
+    }
+}
+
+fn norm(d: &TensorData) -> f64 {
+    d.to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|x| (*x as f64).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// Parameters whose gradient is exactly zero in exact arithmetic, so both frameworks
+/// return rounding noise (~1e-9): a key bias shifts every score of a query row equally
+/// (softmax is shift-invariant), and train-mode BatchNorm subtracts any per-channel
+/// constant, which is all that the projection biases and the last stage's LayerNorm bias
+/// contribute (the last stage feeds only the decode head).
+fn zero_by_construction(name: &str) -> bool {
+    name.ends_with("attention.k_proj.bias")
+        || (name.starts_with("decode_head.linear_projections.") && name.ends_with(".proj.bias"))
+        || name == "segformer.stages.3.layer_norm.bias"
+}
+
+/// One train-mode step under `Autodiff<Flex>`: loss, logits, every gradient and the
+/// BatchNorm running statistics against `train.*` / `grad.*`.
+pub fn check_train(dir: &Path) {
+    let device = Default::default();
+    let (model, _) = segformer::load_hf_dir::<Train>(dir, &device).expect("load model dir");
+    let exp = expected(dir);
+    let pixels = Tensor::<Train, 4>::from_data(exp["pixel_values"].clone(), &device);
+    let labels = Tensor::<Train, 3, Int>::from_data(exp["labels"].clone(), &device);
+    let logits = model.forward(pixels);
+    assert_close(
+        "train.logits",
+        &logits.clone().into_data(),
+        &exp["train.logits"],
+        1e-4,
+    );
+    let loss = model.loss(logits, labels);
+    assert_close(
+        "train.loss",
+        &loss.clone().into_data(),
+        &exp["train.loss"],
+        1e-5,
+    );
+    let grads = loss.backward();
+    let ours: HashMap<String, TensorData> = segformer::hf_gradients(&model, &grads)
+        .into_iter()
+        .collect();
+    let reference: Vec<_> = exp
+        .keys()
+        .filter(|k| k.starts_with("grad."))
+        .cloned()
+        .collect();
+    assert_eq!(ours.len(), reference.len(), "one gradient per HF parameter");
+    let mut worst = (0.0, String::new());
+    for key in &reference {
+        let name = &key["grad.".len()..];
+        let g = ours
+            .get(name)
+            .unwrap_or_else(|| panic!("no gradient for {name}"));
+        let err = rel_err(key, g, &exp[key]);
+        if err > worst.0 && !zero_by_construction(name) {
+            worst = (err, key.clone());
+        }
+        if zero_by_construction(name) {
+            // Relative error of rounding noise is meaningless: check both are ~0 instead.
+            for (who, d) in [("ours", g), ("reference", &exp[key])] {
+                assert!(
+                    norm(d) < 1e-6,
+                    "{key}: {who} should be ~0 by construction, norm {:.3e}",
+                    norm(d)
+                );
+            }
+            continue;
+        }
+        assert!(err <= 1e-3, "{key}: relative error {err:.3e} > 1e-3");
+    }
+    eprintln!(
+        "worst gradient relative error: {:.3e} ({})",
+        worst.0, worst.1
+    );
+    let state: HashMap<String, TensorData> = segformer::hf_state_dict(&model).into_iter().collect();
+    for stat in ["running_mean", "running_var"] {
+        let key = format!("decode_head.batch_norm.{stat}");
+        assert_close(
+            &key,
+            &state[&key],
+            &exp[&format!("train.buffer.{key}")],
+            1e-5,
+        );
+    }
+}
