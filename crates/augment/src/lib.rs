@@ -1,2 +1,68 @@
-//! augment crate.
+//! albumentations-style joint image/mask augmentation and HF's SegFormer image processor, in
+//! pure Rust.
+//!
+//! A [`Pipeline`] is built from a TOML [`PipelineConfig`] and applied per sample with a
+//! [`SampleRng`] derived from `(seed, epoch, index)`, so a run is reproducible whatever the
+//! number of loader threads. Geometric transforms move image and mask together (masks with
+//! nearest neighbour, 255 where new pixels appear); photometric ones touch the image only.
+//! Images are [`tiles::Raster`]s of u8, u16 or f32 samples with any number of bands.
+//! A [`SegformerProcessor`] then turns the sample into channels-first `pixel_values` and a
+//! label map, and [`collate`] stacks those into a [`Batch`].
+//!
+//! ```
+//! use augment::{Pipeline, SegformerProcessor, collate};
+//! use tiles::{Mask, Raster, RasterData};
+//!
+//! let pipeline = Pipeline::from_toml_str(r#"
+//!     [[transforms]]
+//!     name = "HorizontalFlip"
+//!     p = 0.3
+//!
+//!     [[transforms]]
+//!     name = "RandomRotate90"
+//!     p = 0.3
+//! "#)?;
+//!
+//! // A 4×6 RGB tile and its mask.
+//! let image = Raster::new(6, 4, 3, RasterData::U8((0..72).map(|v| v as u8).collect())).unwrap();
+//! let mask = Mask::new(6, 4, vec![1; 24]).unwrap();
+//!
+//! // Sample 7 of epoch 2 under seed 42: the same result on every run and thread.
+//! let (image, mask) = pipeline.apply_seeded(image, Some(mask), 42, 2, 7)?;
+//!
+//! let processor = SegformerProcessor { size: Some((8, 8)), ..Default::default() };
+//! let processed = processor.process(&image, mask.as_ref())?;
+//! assert_eq!(processed.pixel_values.len(), 3 * 8 * 8); // [C, H, W]
+//!
+//! let batch = collate(&[processed.clone(), processed])?;
+//! assert_eq!((batch.n, batch.c, batch.h, batch.w), (2, 3, 8, 8));
+//! # Ok::<(), augment::AugmentError>(())
+//! ```
 #![deny(missing_docs)]
+
+mod config;
+mod error;
+mod geometric;
+mod limit;
+mod photometric;
+mod pil;
+mod pipeline;
+mod pixel;
+mod processor;
+mod resize;
+mod rng;
+mod transforms;
+mod validate;
+mod warp;
+
+pub use config::{
+    Affine, BorderMode, CenterCrop, ChannelDropout, GaussNoise, GaussianBlur, Group,
+    HueSaturationValue, Interpolation, Normalize, PadIfNeeded, PipelineConfig, Prob,
+    RandomBrightnessContrast, RandomCrop, RandomGamma, RandomResizedCrop, RandomScale, Resize,
+    Rotate, ShiftScaleRotate, SomeOf, TransformConfig,
+};
+pub use error::AugmentError;
+pub use limit::Limit;
+pub use pipeline::Pipeline;
+pub use processor::{Batch, Processed, Resample, SegformerProcessor, collate};
+pub use rng::SampleRng;

@@ -1,0 +1,344 @@
+//! Photometric kernels (image only; masks never change). Integer images are rounded and
+//! clamped to their range; f32 images are left unclamped, since reflectances or already
+//! normalised values need not lie in `[0, 1]`.
+
+use tiles::RasterData;
+
+use crate::geometric::{Border, Dims, border_index};
+use crate::pixel::{Pixel, map_samples};
+use crate::rng::SampleRng;
+
+/// Apply `f(band, value)` (in sample units, as f32) to every sample. u8 and u16 go through a
+/// lookup table per band, so the cost per sample is one load whatever `f` is.
+pub(crate) fn map_values(data: &mut RasterData, bands: usize, f: impl Fn(usize, f32) -> f32) {
+    match data {
+        RasterData::U8(v) => {
+            let luts: Vec<[u8; 256]> = (0..bands)
+                .map(|b| std::array::from_fn(|i| u8::from_f32(f(b, i as f32).clamp(0.0, 255.0))))
+                .collect();
+            apply_luts(v, &luts);
+        }
+        RasterData::U16(v) => {
+            // A 64 Ki-entry table per band beats `powf` per sample for anything but tiny images.
+            if v.len() < 65536 * bands {
+                for (i, s) in v.iter_mut().enumerate() {
+                    *s = u16::from_f32(f(i % bands, *s as f32).clamp(0.0, 65535.0));
+                }
+            } else {
+                let luts: Vec<Vec<u16>> = (0..bands)
+                    .map(|b| {
+                        (0..65536)
+                            .map(|i| u16::from_f32(f(b, i as f32).clamp(0.0, 65535.0)))
+                            .collect()
+                    })
+                    .collect();
+                apply_luts(v, &luts);
+            }
+        }
+        RasterData::F32(v) => {
+            for px in v.chunks_exact_mut(bands) {
+                for (b, s) in px.iter_mut().enumerate() {
+                    *s = f(b, *s);
+                }
+            }
+        }
+    }
+}
+
+fn apply_luts<T: Copy + PartialEq + Into<usize>, L: AsRef<[T]>>(v: &mut [T], luts: &[L]) {
+    let bands = luts.len();
+    if luts.windows(2).all(|w| w[0].as_ref() == w[1].as_ref()) {
+        let lut = luts[0].as_ref();
+        for s in v.iter_mut() {
+            *s = lut[(*s).into()];
+        }
+    } else {
+        for px in v.chunks_exact_mut(bands) {
+            for (s, lut) in px.iter_mut().zip(luts) {
+                *s = lut.as_ref()[(*s).into()];
+            }
+        }
+    }
+}
+
+/// Mean of all samples (for brightness relative to the image mean).
+pub(crate) fn mean(data: &RasterData) -> f32 {
+    fn m<T: Pixel>(v: &[T]) -> f32 {
+        (v.iter().map(|s| s.to_f32() as f64).sum::<f64>() / v.len().max(1) as f64) as f32
+    }
+    match data {
+        RasterData::U8(v) => m(v),
+        RasterData::U16(v) => m(v),
+        RasterData::F32(v) => m(v),
+    }
+}
+
+/// RGB (each in `[0, 1]`) to HSV with hue in degrees `[0, 360)`.
+fn rgb_to_hsv(r: f32, g: f32, b: f32) -> (f32, f32, f32) {
+    let max = r.max(g).max(b);
+    let min = r.min(g).min(b);
+    let delta = max - min;
+    let h = if delta == 0.0 {
+        0.0
+    } else if max == r {
+        60.0 * ((g - b) / delta)
+    } else if max == g {
+        60.0 * ((b - r) / delta) + 120.0
+    } else {
+        60.0 * ((r - g) / delta) + 240.0
+    };
+    let s = if max == 0.0 { 0.0 } else { delta / max };
+    (h.rem_euclid(360.0), s, max)
+}
+
+fn hsv_to_rgb(h: f32, s: f32, v: f32) -> (f32, f32, f32) {
+    let c = v * s;
+    let hp = h / 60.0;
+    let x = c * (1.0 - (hp.rem_euclid(2.0) - 1.0).abs());
+    let (r, g, b) = match hp as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let m = v - c;
+    (r + m, g + m, b + m)
+}
+
+/// Shift hue by `hue_deg` degrees and add `sat`, `val` (fractions of full scale) to saturation
+/// and value, on a 3-band RGB image `[H, W, 3]`.
+pub(crate) fn hsv_shift(data: &mut RasterData, hue_deg: f32, sat: f32, val: f32) {
+    fn run<T: Pixel>(v: &mut [T], hue: f32, sat: f32, val: f32) {
+        let scale = T::MAX;
+        for px in v.as_chunks_mut::<3>().0 {
+            let (h, s, vv) = rgb_to_hsv(
+                px[0].to_f32() / scale,
+                px[1].to_f32() / scale,
+                px[2].to_f32() / scale,
+            );
+            let (r, g, b) = hsv_to_rgb(
+                (h + hue).rem_euclid(360.0),
+                (s + sat).clamp(0.0, 1.0),
+                (vv + val).clamp(0.0, 1.0),
+            );
+            for (o, c) in px.iter_mut().zip([r, g, b]) {
+                *o = T::from_f32(if T::INTEGER {
+                    (c * scale).clamp(0.0, scale)
+                } else {
+                    c * scale
+                });
+            }
+        }
+    }
+    match data {
+        RasterData::U8(v) => run(v, hue_deg, sat, val),
+        RasterData::U16(v) => run(v, hue_deg, sat, val),
+        RasterData::F32(v) => run(v, hue_deg, sat, val),
+    }
+}
+
+/// Add Gaussian noise with standard deviation `std` and mean `mean` (both in sample units);
+/// one draw per sample when `per_channel`, else one per pixel shared by its bands.
+pub(crate) fn gauss_noise(
+    data: &mut RasterData,
+    bands: usize,
+    mean: f32,
+    std: f32,
+    per_channel: bool,
+    rng: &mut SampleRng,
+) {
+    fn run<T: Pixel>(
+        v: &mut [T],
+        bands: usize,
+        mean: f32,
+        std: f32,
+        per_channel: bool,
+        rng: &mut SampleRng,
+    ) {
+        let clamp = |x: f32| if T::INTEGER { x.clamp(0.0, T::MAX) } else { x };
+        for px in v.chunks_exact_mut(bands) {
+            let shared = mean + std * rng.normal();
+            for s in px.iter_mut() {
+                let n = if per_channel {
+                    mean + std * rng.normal()
+                } else {
+                    shared
+                };
+                *s = T::from_f32(clamp(s.to_f32() + n));
+            }
+        }
+    }
+    match data {
+        RasterData::U8(v) => run(v, bands, mean, std, per_channel, rng),
+        RasterData::U16(v) => run(v, bands, mean, std, per_channel, rng),
+        RasterData::F32(v) => run(v, bands, mean, std, per_channel, rng),
+    }
+}
+
+/// OpenCV's default sigma for a kernel size when none is given.
+pub(crate) fn default_sigma(ksize: usize) -> f32 {
+    0.3 * ((ksize as f32 - 1.0) * 0.5 - 1.0) + 0.8
+}
+
+/// Separable Gaussian blur with an odd `ksize` and `sigma`, reflect-101 borders (OpenCV's
+/// default). Input and output `[H, W, C]`.
+pub(crate) fn gaussian_blur(data: &RasterData, d: Dims, ksize: usize, sigma: f32) -> RasterData {
+    let r = (ksize / 2) as isize;
+    let mut k: Vec<f32> = (-r..=r)
+        .map(|i| (-(i * i) as f32 / (2.0 * sigma * sigma)).exp())
+        .collect();
+    let sum: f32 = k.iter().sum();
+    k.iter_mut().for_each(|w| *w /= sum);
+    fn run<T: Pixel>(src: &[T], d: Dims, k: &[f32], r: isize) -> Vec<T> {
+        let c = d.c;
+        let mut tmp = vec![0f32; src.len()];
+        for y in 0..d.h {
+            let row = &src[y * d.w * c..(y + 1) * d.w * c];
+            for x in 0..d.w {
+                for (t, &w) in k.iter().enumerate() {
+                    let sx = border_index(x as isize + t as isize - r, d.w, Border::Reflect101)
+                        .unwrap_or(0);
+                    for b in 0..c {
+                        tmp[(y * d.w + x) * c + b] += row[sx * c + b].to_f32() * w;
+                    }
+                }
+            }
+        }
+        let row_len = d.w * c;
+        let mut out = Vec::with_capacity(src.len());
+        let mut acc = vec![0f32; row_len];
+        for y in 0..d.h {
+            acc.fill(0.0);
+            for (t, &w) in k.iter().enumerate() {
+                let sy =
+                    border_index(y as isize + t as isize - r, d.h, Border::Reflect101).unwrap_or(0);
+                for (a, s) in acc.iter_mut().zip(&tmp[sy * row_len..(sy + 1) * row_len]) {
+                    *a += s * w;
+                }
+            }
+            out.extend(
+                acc.iter()
+                    .map(|&v| T::from_f32(if T::INTEGER { v.clamp(0.0, T::MAX) } else { v })),
+            );
+        }
+        out
+    }
+    map_samples!(data, |v| run(v, d, &k, r))
+}
+
+/// Set the listed bands of every pixel to `fill`.
+pub(crate) fn drop_bands(data: &mut RasterData, bands: usize, drop: &[usize], fill: f32) {
+    fn run<T: Pixel>(v: &mut [T], bands: usize, drop: &[usize], fill: T) {
+        for px in v.chunks_exact_mut(bands) {
+            for &b in drop {
+                px[b] = fill;
+            }
+        }
+    }
+    match data {
+        RasterData::U8(v) => run(v, bands, drop, u8::from_f32(fill)),
+        RasterData::U16(v) => run(v, bands, drop, u16::from_f32(fill)),
+        RasterData::F32(v) => run(v, bands, drop, fill),
+    }
+}
+
+/// `(x - mean * max_pixel) / (std * max_pixel)` per band, as albumentations' `Normalize`:
+/// the per-band offset and reciprocal are folded once so each sample is one multiply-add.
+/// Input `[H, W, C]` of any type, output `[H, W, C]` f32.
+pub(crate) fn normalize(data: &RasterData, mean: &[f32], std: &[f32], max_pixel: f32) -> Vec<f32> {
+    let scale: Vec<f32> = std.iter().map(|s| 1.0 / (s * max_pixel)).collect();
+    let offset: Vec<f32> = mean.iter().map(|m| m * max_pixel).collect();
+    fn run<T: Pixel>(v: &[T], offset: &[f32], scale: &[f32]) -> Vec<f32> {
+        let c = offset.len();
+        let mut out = Vec::with_capacity(v.len());
+        if c == 3 {
+            let (o, s) = (
+                [offset[0], offset[1], offset[2]],
+                [scale[0], scale[1], scale[2]],
+            );
+            for px in v.as_chunks::<3>().0 {
+                out.extend([
+                    (px[0].to_f32() - o[0]) * s[0],
+                    (px[1].to_f32() - o[1]) * s[1],
+                    (px[2].to_f32() - o[2]) * s[2],
+                ]);
+            }
+        } else {
+            for px in v.chunks_exact(c) {
+                out.extend(
+                    px.iter()
+                        .zip(offset.iter().zip(scale))
+                        .map(|(p, (o, s))| (p.to_f32() - o) * s),
+                );
+            }
+        }
+        out
+    }
+    match data {
+        RasterData::U8(v) => run(v, &offset, &scale),
+        RasterData::U16(v) => run(v, &offset, &scale),
+        RasterData::F32(v) => run(v, &offset, &scale),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hsv_round_trips_primary_and_grey_colours() {
+        for rgb in [
+            (1.0, 0.0, 0.0),
+            (0.2, 0.8, 0.4),
+            (0.5, 0.5, 0.5),
+            (0.1, 0.2, 0.9),
+        ] {
+            let (h, s, v) = rgb_to_hsv(rgb.0, rgb.1, rgb.2);
+            let back = hsv_to_rgb(h, s, v);
+            assert!(
+                (back.0 - rgb.0).abs() < 1e-5
+                    && (back.1 - rgb.1).abs() < 1e-5
+                    && (back.2 - rgb.2).abs() < 1e-5,
+                "{rgb:?} -> {back:?}"
+            );
+        }
+        // Pure red rotated by 120° is pure green.
+        let mut d = RasterData::U8(vec![255, 0, 0]);
+        hsv_shift(&mut d, 120.0, 0.0, 0.0);
+        assert_eq!(d, RasterData::U8(vec![0, 255, 0]));
+    }
+
+    #[test]
+    fn blur_keeps_constant_images_and_mass() {
+        let d = Dims { h: 5, w: 6, c: 2 };
+        let flat = RasterData::U16(vec![1000; 60]);
+        assert_eq!(gaussian_blur(&flat, d, 5, default_sigma(5)), flat);
+        // A single impulse spreads but keeps its total (away from the borders).
+        let mut v = vec![0f32; 7 * 7];
+        v[3 * 7 + 3] = 1.0;
+        let out = gaussian_blur(&RasterData::F32(v), Dims { h: 7, w: 7, c: 1 }, 3, 0.8);
+        let RasterData::F32(o) = out else {
+            unreachable!()
+        };
+        assert!((o.iter().sum::<f32>() - 1.0).abs() < 1e-5 && o[3 * 7 + 3] < 1.0);
+    }
+
+    #[test]
+    fn u16_luts_match_direct_evaluation() {
+        // Large enough to take the table path; compare with the direct formula.
+        let vals: Vec<u16> = (0..70_000u32).map(|i| (i * 7 % 65536) as u16).collect();
+        let mut d = RasterData::U16(vals.clone());
+        map_values(&mut d, 1, |_, x| 65535.0 * (x / 65535.0).powf(0.8));
+        let RasterData::U16(out) = d else {
+            unreachable!()
+        };
+        for (o, v) in out.iter().zip(&vals) {
+            assert_eq!(
+                *o,
+                (65535.0 * (*v as f32 / 65535.0).powf(0.8)).round() as u16
+            );
+        }
+    }
+}

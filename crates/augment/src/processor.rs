@@ -1,0 +1,308 @@
+//! The SegFormer image processor: HF `SegformerImageProcessor` (PIL backend) semantics, turning
+//! a sample into the model's `pixel_values` and `labels`.
+
+use serde::{Deserialize, Serialize};
+use tiles::{Mask, Raster, RasterData};
+
+use crate::AugmentError;
+use crate::config::{imagenet_mean, imagenet_std};
+use crate::geometric::Dims;
+use crate::pil;
+use crate::transforms::per_band;
+
+/// Image resampling used by [`SegformerProcessor`] (masks are always nearest).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resample {
+    /// Pillow's `NEAREST`.
+    Nearest,
+    /// Pillow's antialiased `BILINEAR` (HF's default for SegFormer).
+    #[default]
+    Bilinear,
+}
+
+/// HF's `SegformerImageProcessor` settings. `Default` is HF's default (512×512, bilinear,
+/// rescale 1/255, ImageNet normalisation, no label reduction).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SegformerProcessor {
+    /// Output `(height, width)`; `None` keeps the input size.
+    pub size: Option<(usize, usize)>,
+    /// Image resampling.
+    pub resample: Resample,
+    /// Multiply samples by the rescale factor.
+    pub do_rescale: bool,
+    /// The rescale factor; `None` means `1 / max` of the sample type (1/255 for u8 as in HF,
+    /// 1/65535 for u16, 1 for f32).
+    /// NOTE: HF always uses 1/255, which would blow 16-bit imagery up to ~257.
+    pub rescale_factor: Option<f32>,
+    /// Subtract `image_mean` and divide by `image_std`, per band.
+    pub do_normalize: bool,
+    /// Per-band means (one value, or one per band).
+    pub image_mean: Vec<f32>,
+    /// Per-band standard deviations (one value, or one per band).
+    pub image_std: Vec<f32>,
+    /// Label 0 becomes 255 (ignored) and every other label `l` becomes `l - 1` (for datasets
+    /// such as ADE20k whose 0 means "other").
+    pub do_reduce_labels: bool,
+}
+
+impl Default for SegformerProcessor {
+    fn default() -> Self {
+        Self {
+            size: Some((512, 512)),
+            resample: Resample::Bilinear,
+            do_rescale: true,
+            rescale_factor: None,
+            do_normalize: true,
+            image_mean: imagenet_mean(),
+            image_std: imagenet_std(),
+            do_reduce_labels: false,
+        }
+    }
+}
+
+/// One processed sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Processed {
+    /// The model input, `[C, H, W]` (channels first).
+    pub pixel_values: Vec<f32>,
+    /// The label map, `[H, W]`, 255 = ignore; `None` when no mask was given.
+    pub labels: Option<Vec<u8>>,
+    /// `C`.
+    pub channels: usize,
+    /// `H`.
+    pub height: usize,
+    /// `W`.
+    pub width: usize,
+}
+
+impl SegformerProcessor {
+    /// Resize, rescale and normalise `image` and resize (and optionally reduce) `mask`.
+    ///
+    /// # Shapes
+    /// `image` `[H, W, C]` (u8, u16 or f32, any `C`), `mask` `[H, W]`
+    /// → `pixel_values` `[C, h, w]`, `labels` `[h, w]` with `(h, w) = size` (or `(H, W)`).
+    ///
+    /// # Errors
+    /// [`AugmentError::Shape`] when mask and image sizes differ or a size is 0;
+    /// [`AugmentError::Unsupported`] when `image_mean`/`image_std` do not fit the band count.
+    pub fn process(&self, image: &Raster, mask: Option<&Mask>) -> Result<Processed, AugmentError> {
+        let d = Dims {
+            h: image.height,
+            w: image.width,
+            c: image.bands,
+        };
+        if image.data.len() != d.h * d.w * d.c || d.c == 0 {
+            return Err(AugmentError::Shape(format!(
+                "image says {}x{}x{} but holds {} samples",
+                d.h,
+                d.w,
+                d.c,
+                image.data.len()
+            )));
+        }
+        if let Some(m) = mask
+            && (m.height, m.width) != (d.h, d.w)
+        {
+            return Err(AugmentError::Shape(format!(
+                "image is {}x{} (h x w) but mask is {}x{}",
+                d.h, d.w, m.height, m.width
+            )));
+        }
+        let (oh, ow) = self.size.unwrap_or((d.h, d.w));
+        if oh == 0 || ow == 0 || d.h == 0 || d.w == 0 {
+            return Err(AugmentError::Shape(format!(
+                "cannot resize {}x{} to {oh}x{ow}",
+                d.h, d.w
+            )));
+        }
+        let (scale, offset) = self.affine(image)?;
+        let resized = (oh, ow) != (d.h, d.w);
+        let pixel_values = match (&image.data, self.resample) {
+            (RasterData::U8(v), Resample::Bilinear) if resized => {
+                to_chw_u8(&pil::bilinear_u8(v, d, oh, ow), &scale, &offset)
+            }
+            (RasterData::U8(v), Resample::Nearest) if resized => {
+                to_chw_u8(&pil::nearest(v, d, oh, ow), &scale, &offset)
+            }
+            (RasterData::U8(v), _) => to_chw_u8(v, &scale, &offset),
+            (RasterData::U16(v), _) if !resized => {
+                to_chw(v.iter().map(|&s| s as f32), d.c, &scale, &offset, oh * ow)
+            }
+            (RasterData::F32(v), _) if !resized => {
+                to_chw(v.iter().copied(), d.c, &scale, &offset, oh * ow)
+            }
+            (data, r) => {
+                let f = match data {
+                    RasterData::U16(v) => v.iter().map(|&s| s as f32).collect(),
+                    RasterData::F32(v) => v.clone(),
+                    RasterData::U8(_) => unreachable!("u8 handled above"),
+                };
+                let out = match r {
+                    Resample::Bilinear => pil::bilinear_f32(&f, d, oh, ow),
+                    Resample::Nearest => pil::nearest(&f, d, oh, ow),
+                };
+                to_chw(out.into_iter(), d.c, &scale, &offset, oh * ow)
+            }
+        };
+        let labels = mask.map(|m| {
+            let reduced;
+            let data = if self.do_reduce_labels {
+                // HF: 0 -> 255, l -> l - 1, and 255 stays 255.
+                reduced = m
+                    .data
+                    .iter()
+                    .map(|&l| if l == 0 || l == 255 { 255 } else { l - 1 })
+                    .collect::<Vec<u8>>();
+                &reduced
+            } else {
+                &m.data
+            };
+            if resized {
+                pil::nearest(
+                    data,
+                    Dims {
+                        h: d.h,
+                        w: d.w,
+                        c: 1,
+                    },
+                    oh,
+                    ow,
+                )
+            } else {
+                data.clone()
+            }
+        });
+        Ok(Processed {
+            pixel_values,
+            labels,
+            channels: d.c,
+            height: oh,
+            width: ow,
+        })
+    }
+
+    /// The per-band `x * scale + offset` that rescaling and normalising amount to.
+    fn affine(&self, image: &Raster) -> Result<(Vec<f32>, Vec<f32>), AugmentError> {
+        let c = image.bands;
+        let rescale = if self.do_rescale {
+            self.rescale_factor
+                .unwrap_or(1.0 / image.kind().max_value())
+        } else {
+            1.0
+        };
+        if !self.do_normalize {
+            return Ok((vec![rescale; c], vec![0.0; c]));
+        }
+        let (mean, std) = per_band("SegformerProcessor", &self.image_mean, &self.image_std, c)?;
+        Ok((
+            std.iter().map(|s| rescale / s).collect(),
+            mean.iter().zip(&std).map(|(m, s)| -m / s).collect(),
+        ))
+    }
+}
+
+/// `[H, W, C]` u8 → `[C, H, W]` f32 through one 256-entry table per band.
+fn to_chw_u8(v: &[u8], scale: &[f32], offset: &[f32]) -> Vec<f32> {
+    let c = scale.len();
+    let luts: Vec<[f32; 256]> = (0..c)
+        .map(|b| std::array::from_fn(|i| i as f32 * scale[b] + offset[b]))
+        .collect();
+    let hw = v.len() / c;
+    let mut out = vec![0f32; v.len()];
+    if c == 3 {
+        let (r, rest) = out.split_at_mut(hw);
+        let (g, b) = rest.split_at_mut(hw);
+        for (i, px) in v.as_chunks::<3>().0.iter().enumerate() {
+            r[i] = luts[0][px[0] as usize];
+            g[i] = luts[1][px[1] as usize];
+            b[i] = luts[2][px[2] as usize];
+        }
+    } else {
+        for (i, px) in v.chunks_exact(c).enumerate() {
+            for (b, &s) in px.iter().enumerate() {
+                out[b * hw + i] = luts[b][s as usize];
+            }
+        }
+    }
+    out
+}
+
+/// `[H, W, C]` samples (as f32) → `[C, H, W]` with `x * scale + offset` per band.
+fn to_chw(
+    samples: impl Iterator<Item = f32>,
+    c: usize,
+    scale: &[f32],
+    offset: &[f32],
+    hw: usize,
+) -> Vec<f32> {
+    let mut out = vec![0f32; hw * c];
+    for (j, s) in samples.enumerate() {
+        let (i, b) = (j / c, j % c);
+        out[b * hw + i] = s * scale[b] + offset[b];
+    }
+    out
+}
+
+/// A batch of processed samples, ready to become tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    /// `[N, C, H, W]`.
+    pub pixel_values: Vec<f32>,
+    /// `[N, H, W]` as i64 (HF's label dtype), 255 = ignore; `None` when the samples have no labels.
+    pub labels: Option<Vec<i64>>,
+    /// `N`.
+    pub n: usize,
+    /// `C`.
+    pub c: usize,
+    /// `H`.
+    pub h: usize,
+    /// `W`.
+    pub w: usize,
+}
+
+/// Stack processed samples into one batch.
+///
+/// # Shapes
+/// `N` × (`[C, H, W]`, `[H, W]`) → `[N, C, H, W]`, `[N, H, W]`.
+///
+/// # Errors
+/// [`AugmentError::Shape`] when the batch is empty, sizes differ, or only some samples have labels.
+pub fn collate(items: &[Processed]) -> Result<Batch, AugmentError> {
+    let first = items
+        .first()
+        .ok_or_else(|| AugmentError::Shape("cannot collate an empty batch".into()))?;
+    let (c, h, w) = (first.channels, first.height, first.width);
+    let with_labels = first.labels.is_some();
+    let mut pixel_values = Vec::with_capacity(items.len() * c * h * w);
+    let mut labels = with_labels.then(|| Vec::with_capacity(items.len() * h * w));
+    for (i, p) in items.iter().enumerate() {
+        if (p.channels, p.height, p.width) != (c, h, w) {
+            return Err(AugmentError::Shape(format!(
+                "batch item {i} is {}x{}x{} (c x h x w) but item 0 is {c}x{h}x{w}; give the processor a fixed `size`",
+                p.channels, p.height, p.width
+            )));
+        }
+        pixel_values.extend_from_slice(&p.pixel_values);
+        match (&mut labels, &p.labels) {
+            (Some(all), Some(l)) => all.extend(l.iter().map(|&v| v as i64)),
+            (None, None) => {}
+            _ => {
+                return Err(AugmentError::Shape(format!(
+                    "batch item {i} {} labels but item 0 {}",
+                    if p.labels.is_some() { "has" } else { "lacks" },
+                    if with_labels { "has" } else { "lacks" }
+                )));
+            }
+        }
+    }
+    Ok(Batch {
+        pixel_values,
+        labels,
+        n: items.len(),
+        c,
+        h,
+        w,
+    })
+}

@@ -1,0 +1,539 @@
+//! What each configured transform does to an [`Item`]. Parameters were validated by
+//! `validate`, so only input-dependent problems (band counts, sizes) are reported here.
+
+use tiles::RasterData;
+
+use crate::AugmentError;
+use crate::config::{self as cfg, BorderMode, Interpolation, TransformConfig as T};
+use crate::geometric::{self as geo, Border, Dims};
+use crate::photometric as photo;
+use crate::pixel::{Item, Pixel, map_samples};
+use crate::resize::{self, Interp};
+use crate::rng::SampleRng;
+use crate::validate::{blur_range, gamma_range};
+use crate::warp::{self, Affine};
+
+impl T {
+    /// The transform's probability of being applied.
+    pub(crate) fn p(&self) -> f32 {
+        match self {
+            T::HorizontalFlip(c) | T::VerticalFlip(c) | T::RandomRotate90(c) | T::Transpose(c) => {
+                c.p
+            }
+            T::Rotate(c) => c.p,
+            T::Affine(c) => c.p,
+            T::ShiftScaleRotate(c) => c.p,
+            T::RandomScale(c) => c.p,
+            T::RandomResizedCrop(c) => c.p,
+            T::RandomCrop(c) => c.p,
+            T::CenterCrop(c) => c.p,
+            T::PadIfNeeded(c) => c.p,
+            T::Resize(c) => c.p,
+            T::RandomBrightnessContrast(c) => c.p,
+            T::RandomGamma(c) => c.p,
+            T::HueSaturationValue(c) => c.p,
+            T::GaussNoise(c) => c.p,
+            T::GaussianBlur(c) => c.p,
+            T::ChannelDropout(c) => c.p,
+            T::Normalize(c) => c.p,
+            T::Compose(c) | T::OneOf(c) => c.p,
+            T::SomeOf(c) => c.p,
+        }
+    }
+
+    /// Roll for `p`, then apply.
+    pub(crate) fn maybe_apply(
+        &self,
+        item: &mut Item,
+        rng: &mut SampleRng,
+    ) -> Result<(), AugmentError> {
+        if rng.chance(self.p()) {
+            self.apply(item, rng)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Apply unconditionally (the `p` roll has been made).
+    pub(crate) fn apply(&self, item: &mut Item, rng: &mut SampleRng) -> Result<(), AugmentError> {
+        match self {
+            T::HorizontalFlip(_) => permute(item, Perm::HFlip),
+            T::VerticalFlip(_) => permute(item, Perm::VFlip),
+            T::Transpose(_) => permute(item, Perm::Transpose),
+            T::RandomRotate90(_) => {
+                let k = rng.int(0, 3) as u8;
+                permute(item, Perm::Rot90(k));
+            }
+            T::Rotate(c) => {
+                let (lo, hi) = c.limit.symmetric();
+                let angle = rng.uniform(lo, hi) as f64;
+                let (h, w) = (item.image.height as f64, item.image.width as f64);
+                let m = Affine::about_center(
+                    ((w - 1.0) / 2.0, (h - 1.0) / 2.0),
+                    angle,
+                    1.0,
+                    (0.0, 0.0),
+                    (0.0, 0.0),
+                );
+                warp_item(
+                    item,
+                    &m,
+                    c.interpolation,
+                    c.border_mode,
+                    c.fill,
+                    c.fill_mask,
+                );
+            }
+            T::Affine(c) => {
+                let (s0, s1) = c.scale.fixed();
+                let (t0, t1) = c.translate_percent.symmetric();
+                let (r0, r1) = c.rotate.symmetric();
+                let (h0, h1) = c.shear.symmetric();
+                let scale = rng.uniform(s0, s1) as f64;
+                let (tx, ty) = (rng.uniform(t0, t1) as f64, rng.uniform(t0, t1) as f64);
+                let angle = rng.uniform(r0, r1) as f64;
+                let shear = (rng.uniform(h0, h1) as f64, rng.uniform(h0, h1) as f64);
+                let (h, w) = (item.image.height as f64, item.image.width as f64);
+                let m = Affine::about_center(
+                    ((w - 1.0) / 2.0, (h - 1.0) / 2.0),
+                    angle,
+                    scale,
+                    shear,
+                    (tx * w, ty * h),
+                );
+                warp_item(
+                    item,
+                    &m,
+                    c.interpolation,
+                    c.border_mode,
+                    c.fill,
+                    c.fill_mask,
+                );
+            }
+            T::ShiftScaleRotate(c) => {
+                let (t0, t1) = c.shift_limit.symmetric();
+                let (s0, s1) = c.scale_limit.symmetric();
+                let (r0, r1) = c.rotate_limit.symmetric();
+                let angle = rng.uniform(r0, r1) as f64;
+                let scale = 1.0 + rng.uniform(s0, s1) as f64;
+                let (tx, ty) = (rng.uniform(t0, t1) as f64, rng.uniform(t0, t1) as f64);
+                let (h, w) = (item.image.height as f64, item.image.width as f64);
+                let m = Affine::about_center(
+                    ((w - 1.0) / 2.0, (h - 1.0) / 2.0),
+                    angle,
+                    scale,
+                    (0.0, 0.0),
+                    (tx * w, ty * h),
+                );
+                warp_item(
+                    item,
+                    &m,
+                    c.interpolation,
+                    c.border_mode,
+                    c.fill,
+                    c.fill_mask,
+                );
+            }
+            T::RandomScale(c) => {
+                let (lo, hi) = c.scale_limit.symmetric();
+                let s = 1.0 + rng.uniform(lo, hi);
+                let oh = ((item.image.height as f32 * s).round() as usize).max(1);
+                let ow = ((item.image.width as f32 * s).round() as usize).max(1);
+                resize_item(item, oh, ow, c.interpolation);
+            }
+            T::RandomResizedCrop(c) => {
+                let (y0, x0, ch, cw) =
+                    resized_crop_window(item.image.height, item.image.width, c, rng);
+                crop_item(item, y0, x0, ch, cw);
+                resize_item(
+                    item,
+                    c.height.unwrap_or(1),
+                    c.width.unwrap_or(1),
+                    c.interpolation,
+                );
+            }
+            T::RandomCrop(c) => {
+                let (ch, cw) = (c.height.unwrap_or(1), c.width.unwrap_or(1));
+                fits("RandomCrop", item, ch, cw)?;
+                let (y0, x0) = random_crop_origin(item, ch, cw, c, rng);
+                crop_item(item, y0, x0, ch, cw);
+            }
+            T::CenterCrop(c) => {
+                let (ch, cw) = (c.height.unwrap_or(1), c.width.unwrap_or(1));
+                fits("CenterCrop", item, ch, cw)?;
+                let (y0, x0) = ((item.image.height - ch) / 2, (item.image.width - cw) / 2);
+                crop_item(item, y0, x0, ch, cw);
+            }
+            T::PadIfNeeded(c) => pad_item(item, c),
+            T::Resize(c) => resize_item(
+                item,
+                c.height.unwrap_or(1),
+                c.width.unwrap_or(1),
+                c.interpolation,
+            ),
+            T::RandomBrightnessContrast(c) => {
+                let (b0, b1) = c.brightness_limit.symmetric();
+                let (c0, c1) = c.contrast_limit.symmetric();
+                let alpha = 1.0 + rng.uniform(c0, c1);
+                let beta = rng.uniform(b0, b1);
+                let max = item.image.kind().max_value();
+                let shift = if c.brightness_by_max {
+                    beta * max
+                } else {
+                    beta * photo::mean(&item.image.data)
+                };
+                photo::map_values(&mut item.image.data, item.image.bands, |_, x| {
+                    x * alpha + shift
+                });
+            }
+            T::RandomGamma(c) => {
+                let (lo, hi) = gamma_range(c.gamma_limit);
+                let g = rng.uniform(lo, hi) / 100.0;
+                let max = item.image.kind().max_value();
+                photo::map_values(&mut item.image.data, item.image.bands, |_, x| {
+                    max * (x.max(0.0) / max).powf(g)
+                });
+            }
+            T::HueSaturationValue(c) => {
+                if item.image.bands != 3 {
+                    return Err(AugmentError::Unsupported {
+                        transform: "HueSaturationValue",
+                        reason: format!(
+                            "needs a 3-band RGB image, got {} bands; drop it from the pipeline for multispectral data or use RandomBrightnessContrast/RandomGamma",
+                            item.image.bands
+                        ),
+                    });
+                }
+                let (h0, h1) = c.hue_shift_limit.symmetric();
+                let (s0, s1) = c.sat_shift_limit.symmetric();
+                let (v0, v1) = c.val_shift_limit.symmetric();
+                let (hue, sat, val) = (
+                    rng.uniform(h0, h1) * 2.0,
+                    rng.uniform(s0, s1) / 255.0,
+                    rng.uniform(v0, v1) / 255.0,
+                );
+                photo::hsv_shift(&mut item.image.data, hue, sat, val);
+            }
+            T::GaussNoise(c) => {
+                let max = item.image.kind().max_value();
+                let (s0, s1) = c.std_range.fixed();
+                let (m0, m1) = c.mean_range.symmetric();
+                let (std, mean) = (rng.uniform(s0, s1) * max, rng.uniform(m0, m1) * max);
+                photo::gauss_noise(
+                    &mut item.image.data,
+                    item.image.bands,
+                    mean,
+                    std,
+                    c.per_channel,
+                    rng,
+                );
+            }
+            T::GaussianBlur(c) => {
+                let (lo, hi) = blur_range(c.blur_limit);
+                // Odd sizes in [lo, hi]; validation guarantees at least one.
+                let first = (lo as usize) | 1;
+                let n_odd = (hi as usize).saturating_sub(first) / 2 + 1;
+                let k = first + 2 * rng.int(0, n_odd - 1);
+                let (s0, s1) = c.sigma_limit.fixed();
+                let sigma = rng.uniform(s0, s1);
+                let sigma = if sigma > 0.0 {
+                    sigma
+                } else {
+                    photo::default_sigma(k)
+                };
+                let d = dims(item);
+                item.image.data = photo::gaussian_blur(&item.image.data, d, k, sigma);
+            }
+            T::ChannelDropout(c) => {
+                let bands = item.image.bands;
+                let (lo, hi) = c.channel_drop_range;
+                if hi >= bands {
+                    return Err(AugmentError::Unsupported {
+                        transform: "ChannelDropout",
+                        reason: format!(
+                            "channel_drop_range = [{lo}, {hi}] could drop every band of a {bands}-band image; keep hi below {bands}"
+                        ),
+                    });
+                }
+                let n = rng.int(lo, hi);
+                let drop = rng.choose(bands, n);
+                photo::drop_bands(&mut item.image.data, bands, &drop, c.fill);
+            }
+            T::Normalize(c) => normalize_item(item, c)?,
+            T::Compose(g) => {
+                for t in &g.transforms {
+                    t.maybe_apply(item, rng)?;
+                }
+            }
+            T::OneOf(g) => {
+                // Weighted by the children's p, as albumentations does; the chosen one is forced.
+                let total: f32 = g.transforms.iter().map(|t| t.p()).sum();
+                let mut r = rng.uniform(0.0, total);
+                let pick = g.transforms.iter().find(|t| {
+                    r -= t.p();
+                    r <= 0.0 && t.p() > 0.0
+                });
+                if let Some(t) = pick.or_else(|| g.transforms.iter().rev().find(|t| t.p() > 0.0)) {
+                    t.apply(item, rng)?;
+                }
+            }
+            T::SomeOf(s) => {
+                let mut chosen = rng.choose(s.transforms.len(), s.n.unwrap_or(0));
+                // Keep the written order, like albumentations.
+                chosen.sort_unstable();
+                for i in chosen {
+                    s.transforms[i].maybe_apply(item, rng)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn dims(item: &Item) -> Dims {
+    Dims {
+        h: item.image.height,
+        w: item.image.width,
+        c: item.image.bands,
+    }
+}
+
+/// An index permutation shared by image and mask.
+#[derive(Clone, Copy)]
+enum Perm {
+    HFlip,
+    VFlip,
+    Transpose,
+    Rot90(u8),
+}
+
+fn perm<T: Copy>(v: &[T], d: Dims, p: Perm) -> (Vec<T>, usize, usize) {
+    match p {
+        Perm::HFlip => (geo::hflip(v, d), d.h, d.w),
+        Perm::VFlip => (geo::vflip(v, d), d.h, d.w),
+        Perm::Transpose => (geo::transpose(v, d), d.w, d.h),
+        Perm::Rot90(k) => geo::rot90(v, d, k),
+    }
+}
+
+fn permute(item: &mut Item, p: Perm) {
+    let d = dims(item);
+    let swaps = matches!(p, Perm::Transpose) || matches!(p, Perm::Rot90(k) if k % 2 == 1);
+    let (h, w) = if swaps { (d.w, d.h) } else { (d.h, d.w) };
+    let data = map_samples!(&item.image.data, |v| perm(v, d, p).0);
+    item.set_image(h, w, data);
+    item.map_mask(|m, h, w| perm(m, Dims { h, w, c: 1 }, p));
+}
+
+fn border(b: BorderMode) -> Border {
+    match b {
+        BorderMode::Constant => Border::Constant,
+        BorderMode::Reflect101 => Border::Reflect101,
+        BorderMode::Replicate => Border::Replicate,
+    }
+}
+
+fn interp(i: Interpolation) -> Interp {
+    match i {
+        Interpolation::Nearest => Interp::Nearest,
+        Interpolation::Linear => Interp::Linear,
+        Interpolation::Area => Interp::Area,
+    }
+}
+
+/// A fill value per band, in the image's sample type.
+fn fill_px<T: Pixel>(fill: f32, bands: usize) -> Vec<T> {
+    vec![
+        T::from_f32(if T::INTEGER {
+            fill.clamp(0.0, T::MAX)
+        } else {
+            fill
+        });
+        bands
+    ]
+}
+
+/// Warp image (bilinear or nearest) and mask (nearest, `fill_mask` outside) by forward map `m`.
+fn warp_item(
+    item: &mut Item,
+    m: &Affine,
+    i: Interpolation,
+    b: BorderMode,
+    fill: f32,
+    fill_mask: f32,
+) {
+    let inv = m.inverse();
+    let (d, bd) = (dims(item), border(b));
+    let bilinear = i != Interpolation::Nearest;
+    item.image.data = map_samples!(&item.image.data, |v| warp::warp_image(
+        v,
+        d,
+        &inv,
+        bilinear,
+        bd,
+        &fill_px(fill, d.c)
+    ));
+    let fm = [u8::from_f32(fill_mask.clamp(0.0, 255.0))];
+    item.map_mask(|v, h, w| {
+        (
+            warp::warp_image(v, Dims { h, w, c: 1 }, &inv, false, bd, &fm),
+            h,
+            w,
+        )
+    });
+}
+
+/// Resize image with `i` and mask with nearest to `oh × ow`.
+fn resize_item(item: &mut Item, oh: usize, ow: usize, i: Interpolation) {
+    let d = dims(item);
+    if (d.h, d.w) == (oh, ow) {
+        return;
+    }
+    let data = resize::resize_data(&item.image.data, d, oh, ow, interp(i));
+    item.set_image(oh, ow, data);
+    item.map_mask(|v, h, w| (resize::nearest(v, Dims { h, w, c: 1 }, oh, ow), oh, ow));
+}
+
+fn crop_item(item: &mut Item, y0: usize, x0: usize, ch: usize, cw: usize) {
+    let d = dims(item);
+    let data = map_samples!(&item.image.data, |v| geo::crop(v, d, y0, x0, ch, cw));
+    item.set_image(ch, cw, data);
+    item.map_mask(|v, h, w| (geo::crop(v, Dims { h, w, c: 1 }, y0, x0, ch, cw), ch, cw));
+}
+
+fn fits(transform: &'static str, item: &Item, ch: usize, cw: usize) -> Result<(), AugmentError> {
+    if ch > item.image.height || cw > item.image.width {
+        return Err(AugmentError::Unsupported {
+            transform,
+            reason: format!(
+                "crop {ch}x{cw} (h x w) is larger than the {}x{} image; put a PadIfNeeded with min_height = {ch}, min_width = {cw} before it",
+                item.image.height, item.image.width
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// torchvision's `RandomResizedCrop.get_params`: ten tries at a random area and log-uniform
+/// aspect ratio, then a centre crop clamped to the ratio range. Returns `(y0, x0, h, w)`.
+fn resized_crop_window(
+    h: usize,
+    w: usize,
+    c: &cfg::RandomResizedCrop,
+    rng: &mut SampleRng,
+) -> (usize, usize, usize, usize) {
+    let area = (h * w) as f32;
+    let (s0, s1) = c.scale.fixed();
+    let (r0, r1) = c.ratio.fixed();
+    for _ in 0..10 {
+        let target = area * rng.uniform(s0, s1);
+        let ratio = rng.uniform(r0.ln(), r1.ln()).exp();
+        let cw = (target * ratio).sqrt().round() as usize;
+        let ch = (target / ratio).sqrt().round() as usize;
+        if cw > 0 && ch > 0 && cw <= w && ch <= h {
+            return (rng.int(0, h - ch), rng.int(0, w - cw), ch, cw);
+        }
+    }
+    let in_ratio = w as f32 / h as f32;
+    let (ch, cw) = if in_ratio < r0 {
+        (((w as f32 / r0).round() as usize).clamp(1, h), w)
+    } else if in_ratio > r1 {
+        (h, ((h as f32 * r1).round() as usize).clamp(1, w))
+    } else {
+        (h, w)
+    };
+    ((h - ch) / 2, (w - cw) / 2, ch, cw)
+}
+
+/// mmseg's `RandomCrop` with `cat_max_ratio`: up to 10 tries for a window in which no class
+/// covers more than that fraction of the labelled (non-ignore) pixels.
+fn random_crop_origin(
+    item: &Item,
+    ch: usize,
+    cw: usize,
+    c: &cfg::RandomCrop,
+    rng: &mut SampleRng,
+) -> (usize, usize) {
+    let (h, w) = (item.image.height, item.image.width);
+    let mut origin = (rng.int(0, h - ch), rng.int(0, w - cw));
+    let Some(mask) = item.mask.as_ref().filter(|_| c.cat_max_ratio < 1.0) else {
+        return origin;
+    };
+    for _ in 1..10 {
+        let mut counts = [0u32; 256];
+        for y in origin.0..origin.0 + ch {
+            for &v in &mask.data[y * w + origin.1..y * w + origin.1 + cw] {
+                counts[v as usize] += 1;
+            }
+        }
+        counts[c.ignore_index as usize] = 0;
+        let total: u32 = counts.iter().sum();
+        let classes = counts.iter().filter(|&&n| n > 0).count();
+        let max = counts.iter().copied().max().unwrap_or(0);
+        if classes > 1 && (max as f32) < c.cat_max_ratio * total as f32 {
+            break;
+        }
+        origin = (rng.int(0, h - ch), rng.int(0, w - cw));
+    }
+    origin
+}
+
+fn pad_item(item: &mut Item, c: &cfg::PadIfNeeded) {
+    let d = dims(item);
+    let (mh, mw) = (c.min_height.unwrap_or(0), c.min_width.unwrap_or(0));
+    let (ph, pw) = (mh.saturating_sub(d.h), mw.saturating_sub(d.w));
+    if ph == 0 && pw == 0 {
+        return;
+    }
+    // Centred, the odd pixel at the bottom/right (albumentations' `position = "center"`).
+    let pads = [ph / 2, ph - ph / 2, pw / 2, pw - pw / 2];
+    let b = border(c.border_mode);
+    let data = map_samples!(&item.image.data, |v| geo::pad(
+        v,
+        d,
+        pads,
+        b,
+        &fill_px(c.fill, d.c)
+    ));
+    item.set_image(d.h + ph, d.w + pw, data);
+    let fm = [u8::from_f32(c.fill_mask.clamp(0.0, 255.0))];
+    item.map_mask(|v, h, w| {
+        (
+            geo::pad(v, Dims { h, w, c: 1 }, pads, b, &fm),
+            h + ph,
+            w + pw,
+        )
+    });
+}
+
+fn normalize_item(item: &mut Item, c: &cfg::Normalize) -> Result<(), AugmentError> {
+    let bands = item.image.bands;
+    let (mean, std) = per_band("Normalize", &c.mean, &c.std, bands)?;
+    let max = c
+        .max_pixel_value
+        .unwrap_or_else(|| item.image.kind().max_value());
+    item.image.data = RasterData::F32(photo::normalize(&item.image.data, &mean, &std, max));
+    Ok(())
+}
+
+/// Broadcast one value to every band, or check there is one per band.
+pub(crate) fn per_band(
+    transform: &'static str,
+    mean: &[f32],
+    std: &[f32],
+    bands: usize,
+) -> Result<(Vec<f32>, Vec<f32>), AugmentError> {
+    let spread = |v: &[f32], what: &str| -> Result<Vec<f32>, AugmentError> {
+        match v.len() {
+            1 => Ok(vec![v[0]; bands]),
+            n if n == bands => Ok(v.to_vec()),
+            n => Err(AugmentError::Unsupported {
+                transform,
+                reason: format!(
+                    "{what} has {n} values but the image has {bands} bands; give one value per band (the statistics computed for the prepared dataset) or a single value"
+                ),
+            }),
+        }
+    };
+    Ok((spread(mean, "mean")?, spread(std, "std")?))
+}
