@@ -304,8 +304,8 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
                     continue;
                 }
                 let id = format!("{stem}_x{x}_y{y}");
-                // Neighbouring tiles overlap: split by 4×4-tile blocks so overlaps rarely cross splits.
-                let block = format!("{stem}@{},{}", x / (4 * t), y / (4 * t));
+                // Neighbouring tiles overlap: split by 2×2-tile blocks so overlaps rarely cross splits.
+                let block = format!("{stem}@{},{}", x / (2 * t), y / (2 * t));
                 let split = split_of(opts.seed, &block, opts.val_ratio);
                 let tile_geo = geo.as_ref().map(|g| g.shifted(x, y));
                 let img_dir = opts.out.join("images").join(split);

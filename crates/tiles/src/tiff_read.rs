@@ -28,6 +28,15 @@ pub struct ChunkedReader {
     chunk_w: usize,
     chunk_h: usize,
     planar: bool,
+    buffer: DecodingResult,
+}
+
+fn bytes_per_sample(kind: SampleKind) -> usize {
+    match kind {
+        SampleKind::U8 => 1,
+        SampleKind::U16 => 2,
+        SampleKind::F32 => 4,
+    }
 }
 
 impl std::fmt::Debug for ChunkedReader {
@@ -113,6 +122,7 @@ impl ChunkedReader {
             chunk_w: chunk_w as usize,
             chunk_h: (chunk_h as usize).min(h as usize),
             planar,
+            buffer: DecodingResult::U8(Vec::new()),
         })
     }
 
@@ -156,7 +166,8 @@ impl ChunkedReader {
         w: usize,
         h: usize,
     ) -> Result<Raster, TilesError> {
-        if w == 0 || h == 0 || x + w > self.width || y + h > self.height {
+        if w == 0 || h == 0 || x.saturating_add(w) > self.width || y.saturating_add(h) > self.height
+        {
             return Err(TilesError::Window {
                 path: self.path.clone(),
                 x,
@@ -183,21 +194,25 @@ impl ChunkedReader {
                 for plane in 0..planes {
                     let chunk = (plane * per_plane + index) as u32;
                     let (cw, ch) = self.decoder.chunk_data_dimensions(chunk);
-                    let data = self
-                        .decoder
-                        .read_chunk(chunk)
-                        .map_err(|e| TilesError::decode(&self.path, e))?;
                     let spp = if self.planar { 1 } else { self.bands };
+                    // NOTE: ask for rows as wide as the whole tile. With narrower (edge-tile) rows
+                    // tiff 0.11 decodes row by row and fails on LZW tiles ("no lzw end code").
+                    let stride = self.chunk_w * spp * bytes_per_sample(self.kind);
+                    self.decoder
+                        .read_chunk_to_buffer(&mut self.buffer, chunk, stride)
+                        .map_err(|e| TilesError::decode(&self.path, e))?;
+                    let data = &self.buffer;
                     let src = ChunkView {
                         x0: cx * self.chunk_w,
                         y0: cy * self.chunk_h,
                         w: cw as usize,
                         h: ch as usize,
+                        stride: self.chunk_w,
                         spp,
                         band0: plane,
                     };
                     let win = (x, y, w, h, self.bands);
-                    copy_chunk(&data, &src, &mut out, win)
+                    copy_chunk(data, &src, &mut out, win)
                         .map_err(|reason| TilesError::decode(&self.path, reason))?;
                 }
             }
@@ -218,6 +233,8 @@ struct ChunkView {
     y0: usize,
     w: usize,
     h: usize,
+    /// Pixels per decoded row (the tile width; at least `w`).
+    stride: usize,
     spp: usize,
     band0: usize,
 }
@@ -250,7 +267,7 @@ fn copy_typed<T: Copy>(
         return;
     }
     for row in ys {
-        let srow = (row - src.y0) * src.w;
+        let srow = (row - src.y0) * src.stride;
         let drow = (row - y) * w;
         if src.spp == bands {
             // Chunky layout: whole pixel runs copy at once.
