@@ -190,3 +190,125 @@ impl<B: Backend> Segformer<B> {
         self.config.num_labels()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+    use burn::tensor::{Distribution, TensorData};
+
+    type B = Flex;
+
+    /// Parameter count of a SegFormer derived from the layer shapes alone.
+    fn expected_params(c: &SegformerConfig) -> usize {
+        let mut total = 0;
+        let mut c_in = c.num_channels;
+        for i in 0..c.num_encoder_blocks {
+            let (h, k, r) = (c.hidden_sizes[i], c.patch_sizes[i], c.sr_ratios[i]);
+            let m = h * c.mlp_ratios[i];
+            total += c_in * h * k * k + h + 2 * h; // patch conv + LayerNorm
+            let sr = if r > 1 { h * h * r * r + h + 2 * h } else { 0 };
+            let block =
+                2 * h + 4 * (h * h + h) + sr + 2 * h + (h * m + m) + (9 * m + m) + (m * h + h);
+            total += c.depths[i] * block + 2 * h; // blocks + stage LayerNorm
+            c_in = h;
+        }
+        let d = c.decoder_hidden_size;
+        total += c.hidden_sizes.iter().map(|&h| h * d + d).sum::<usize>();
+        total += 4 * d * d + 2 * d + d * c.num_labels() + c.num_labels();
+        total
+    }
+
+    /// `num_params` also counts the two BatchNorm running statistics.
+    fn trainable(model: &Segformer<B>) -> usize {
+        model.num_params() - 2 * model.config().decoder_hidden_size
+    }
+
+    #[test]
+    fn mit_b0_ade_has_3_7m_parameters() {
+        let config = SegformerConfig::mit_b0().with_num_labels(150);
+        let model = config.init::<B>(&Default::default()).unwrap();
+        let n = trainable(&model);
+        assert_eq!(n, expected_params(&config));
+        // The paper's 3.7 M (HF's nvidia/segformer-b0-finetuned-ade-512-512: 3.75 M).
+        assert!((3_700_000..3_800_000).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn preset_parameter_counts_match_the_layer_shapes() {
+        for config in [SegformerConfig::mit_b1(), SegformerConfig::mit_b2()] {
+            let model = config.init::<B>(&Default::default()).unwrap();
+            assert_eq!(trainable(&model), expected_params(&config));
+        }
+    }
+
+    fn tiny(num_channels: usize, num_labels: usize) -> SegformerConfig {
+        let mut c = SegformerConfig::mit_b0()
+            .with_num_channels(num_channels)
+            .with_num_labels(num_labels);
+        c.hidden_sizes = vec![8, 16, 24, 32];
+        c.num_attention_heads = vec![1, 2, 3, 4];
+        c.depths = vec![1, 1, 1, 1];
+        c.decoder_hidden_size = 16;
+        c
+    }
+
+    #[test]
+    fn four_band_input_gives_quarter_resolution_logits() {
+        let device = Default::default();
+        let model = tiny(4, 5).init::<B>(&device).unwrap();
+        let x = Tensor::<B, 4>::random([2, 4, 64, 48], Distribution::Normal(0.0, 1.0), &device);
+        let (logits, hidden) = model.forward_with_hidden_states(x);
+        assert_eq!(logits.dims(), [2, 5, 16, 12]);
+        let dims: Vec<_> = hidden.iter().map(|h| h.dims()).collect();
+        assert_eq!(
+            dims,
+            [[2, 8, 16, 12], [2, 16, 8, 6], [2, 24, 4, 3], [2, 32, 2, 2]]
+        );
+        // Odd sizes round up like PyTorch's conv arithmetic.
+        let odd = model.forward(Tensor::zeros([1, 4, 33, 30], &device));
+        assert_eq!(odd.dims(), [1, 5, 9, 8]);
+    }
+
+    #[test]
+    fn thirteen_bands_with_bce_head_trains() {
+        let device = Default::default();
+        let model = tiny(13, 1).init::<Autodiff<B>>(&device).unwrap();
+        let x = Tensor::random([1, 13, 32, 32], Distribution::Normal(0.0, 1.0), &device);
+        let labels = Tensor::<Autodiff<B>, 3, Int>::from_data(
+            TensorData::new(
+                (0..32 * 32)
+                    .map(|i| [0i64, 1, 255][i % 3])
+                    .collect::<Vec<_>>(),
+                [1, 32, 32],
+            ),
+            &device,
+        );
+        let loss = model.loss(model.forward(x), labels);
+        let value = loss.clone().into_scalar();
+        assert!(value.is_finite() && value > 0.0, "{value}");
+        let grads = loss.backward();
+        let grad = model
+            .decode_head
+            .classifier
+            .weight
+            .val()
+            .grad(&grads)
+            .unwrap();
+        assert!(grad.abs().sum().into_scalar() > 0.0);
+    }
+
+    #[test]
+    fn dropout_is_off_without_autodiff() {
+        let device = Default::default();
+        let mut config = tiny(3, 2);
+        config.hidden_dropout_prob = 0.5;
+        config.classifier_dropout_prob = 0.5;
+        config.drop_path_rate = 0.5;
+        let model = config.init::<B>(&device).unwrap();
+        let x = Tensor::<B, 4>::random([1, 3, 32, 32], Distribution::Normal(0.0, 1.0), &device);
+        let a = model.forward(x.clone()).into_data();
+        let b = model.forward(x).into_data();
+        assert_eq!(a.as_bytes(), b.as_bytes(), "inference is deterministic");
+    }
+}
