@@ -81,14 +81,10 @@ fn same_seed_epoch_index_gives_same_sample_whatever_the_thread_order() {
         distinct > 8,
         "only {distinct} of 16 samples differ from sample 0"
     );
-    let other_epoch = p
-        .apply_seeded(indexed_u16(16, 12, 4), Some(mask_of(16, 12)), 9, 4, 5)
-        .unwrap();
     let same_epoch = p
         .apply_seeded(indexed_u16(16, 12, 4), Some(mask_of(16, 12)), 9, 3, 5)
         .unwrap();
     assert_eq!(same_epoch, sequential[5]);
-    let _ = other_epoch; // may coincide by chance for one sample; checked statistically below
     let differ = (0..32)
         .filter(|&i| {
             run(i)
