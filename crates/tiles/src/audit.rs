@@ -185,6 +185,7 @@ pub(crate) fn audit_pairs(
             suggestion: labels.suggest(&found),
         });
     }
+    check_empty_classes(labels, &splits, &raw, location)?;
     for (name, s) in &splits {
         if s.samples == 0 {
             return Err(TilesError::EmptySplit {
@@ -223,6 +224,40 @@ pub(crate) fn check_size(
             image_size: size,
             mask_size: (mask.width, mask.height),
         });
+    }
+    Ok(())
+}
+
+/// Fails when a class has no pixels at all while stored values are ignored (see
+/// [`TilesError::EmptyClass`]).
+fn check_empty_classes(
+    labels: &LabelMap,
+    splits: &BTreeMap<String, SplitAudit>,
+    raw: &[u64; 256],
+    location: &Path,
+) -> Result<(), TilesError> {
+    let lut = labels.lookup_table();
+    let ignored: Vec<(u8, u64)> = (0..256)
+        .filter(|&v| raw[v] > 0 && lut[v] == Some(Mask::IGNORE))
+        .map(|v| (v as u8, raw[v]))
+        .collect();
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    for (i, class) in labels.classes.iter().enumerate() {
+        let pixels: u64 = splits.values().map(|s| s.class_pixels[i]).sum();
+        if pixels == 0 {
+            let v = ignored.iter().max_by_key(|(_, n)| *n).expect("non-empty").0;
+            return Err(TilesError::EmptyClass {
+                class: class.name.clone(),
+                location: location.to_path_buf(),
+                hint: format!(
+                    "map {v} to {}? (e.g. `{} = [{v}]`), or remove the class",
+                    class.name, class.name
+                ),
+                ignored,
+            });
+        }
     }
     Ok(())
 }

@@ -65,6 +65,19 @@ pub enum TilesError {
         /// A mapping that would cover the values, when one can be guessed.
         suggestion: Option<String>,
     },
+    /// A class has no pixels anywhere while stored values are being ignored: the classic 0/255
+    /// binary mask read with classes 0/1, where every positive pixel silently becomes ignore.
+    #[error("class `{class}` has no pixels in {} while stored value(s) {} are ignored; {hint}", location.display(), ignored.iter().map(|(v, n)| format!("{v} ({n} px)")).collect::<Vec<_>>().join(", "))]
+    EmptyClass {
+        /// The class without pixels.
+        class: String,
+        /// The dataset searched.
+        location: PathBuf,
+        /// Ignored stored values and their pixel counts.
+        ignored: Vec<(u8, u64)>,
+        /// How to fix the mapping.
+        hint: String,
+    },
     /// A split ended up with no samples.
     #[error("split `{split}` is empty (looked in {}); add samples or change the split ratio", location.display())]
     EmptySplit {

@@ -224,10 +224,10 @@ pub fn write_png(path: &Path, raster: &Raster) -> Result<(), TilesError> {
     use image::ExtendedColorType as C;
     let (color, bytes): (C, Vec<u8>) = match (&raster.data, raster.bands) {
         (RasterData::U8(v), b @ 1..=4) => ([C::L8, C::La8, C::Rgb8, C::Rgba8][b - 1], v.clone()),
-        // PNG stores 16-bit samples big-endian.
+        // The encoder takes native-endian samples and writes PNG big-endian itself.
         (RasterData::U16(v), b @ 1..=4) => (
             [C::L16, C::La16, C::Rgb16, C::Rgba16][b - 1],
-            v.iter().flat_map(|s| s.to_be_bytes()).collect(),
+            v.iter().flat_map(|s| s.to_ne_bytes()).collect(),
         ),
         _ => {
             return Err(TilesError::input(
