@@ -119,8 +119,9 @@ impl LabelMap {
         if self.reduce_labels {
             lut[0] = Some(Mask::IGNORE);
             lut[255] = Some(Mask::IGNORE);
-            for v in 1..=self.classes.len().min(254) {
-                lut[v] = Some((v - 1) as u8);
+            let n = self.classes.len().min(254);
+            for (v, slot) in lut.iter_mut().enumerate().skip(1).take(n) {
+                *slot = Some((v - 1) as u8);
             }
         } else {
             for (i, c) in self.classes.iter().enumerate() {

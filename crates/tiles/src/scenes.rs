@@ -187,7 +187,7 @@ fn origins(len: usize, tile: usize, stride: usize) -> Vec<usize> {
 /// scene, whatever its height.
 pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> {
     let t = opts.tile_size;
-    if t < 16 || t % 16 != 0 {
+    if t < 16 || !t.is_multiple_of(16) {
         return Err(TilesError::option(
             "tile_size",
             t,
