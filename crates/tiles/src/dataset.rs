@@ -20,6 +20,7 @@ pub struct SegDataset {
 }
 
 const MASK_EXTS: [&str; 3] = ["png", "tif", "tiff"];
+const IMAGE_EXTS: [&str; 5] = ["png", "jpg", "jpeg", "tif", "tiff"];
 
 impl SegDataset {
     /// Opens `split` (`train` or `val`) of a dataset prepared by `prepare_*`, using the label map
@@ -52,7 +53,12 @@ impl SegDataset {
             let Some(stem) = image.file_stem().and_then(|s| s.to_str()).map(String::from) else {
                 continue;
             };
-            if !image.is_file() || stem.starts_with('.') {
+            let is_image = image
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| IMAGE_EXTS.contains(&e.to_ascii_lowercase().as_str()));
+            // Skip notes, sidecars (`.aux.xml`) and interrupted atomic writes (`.segfit-*.tmp`).
+            if !image.is_file() || stem.starts_with('.') || !is_image {
                 continue;
             }
             match MASK_EXTS

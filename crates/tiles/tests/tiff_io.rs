@@ -255,3 +255,43 @@ fn truncated_tiff_is_a_decode_error_naming_the_file() {
     assert!(matches!(err, tiles::TilesError::Decode { .. }), "{err:?}");
     assert!(err.to_string().contains("cut.tif"), "{err}");
 }
+
+#[test]
+fn band_interleaved_planar_tiffs_read_like_pixel_interleaved() {
+    // GDAL's INTERLEAVE=BAND layout: PlanarConfiguration 2, one strip per band. Built tag by tag
+    // with the `tiff` crate, since its image encoder only writes pixel-interleaved data.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("planar.tif");
+    let r = u16_raster(9, 5, 3, 77);
+    let RasterData::U16(px) = &r.data else {
+        unreachable!()
+    };
+    let mut enc = TiffEncoder::new(File::create(&p).unwrap()).unwrap();
+    let mut d = enc.image_directory().unwrap();
+    let mut offsets = Vec::new();
+    for b in 0..3 {
+        let plane: Vec<u16> = px.iter().skip(b).step_by(3).copied().collect();
+        offsets.push(d.write_data(&plane[..]).unwrap() as u32);
+    }
+    d.write_tag(Tag::ImageWidth, 9u32).unwrap();
+    d.write_tag(Tag::ImageLength, 5u32).unwrap();
+    d.write_tag(Tag::BitsPerSample, &[16u16, 16, 16][..])
+        .unwrap();
+    d.write_tag(Tag::SamplesPerPixel, 3u16).unwrap();
+    d.write_tag(Tag::PhotometricInterpretation, 1u16).unwrap();
+    d.write_tag(Tag::PlanarConfiguration, 2u16).unwrap();
+    d.write_tag(Tag::Compression, 1u16).unwrap();
+    d.write_tag(Tag::RowsPerStrip, 5u32).unwrap();
+    d.write_tag(Tag::StripOffsets, &offsets[..]).unwrap();
+    d.write_tag(Tag::StripByteCounts, &[90u32, 90, 90][..])
+        .unwrap();
+    d.finish().unwrap();
+    drop(enc);
+    let (back, _) = read_image(&p).unwrap();
+    assert_eq!(back, r);
+    let win = read_window(&p, 2, 1, 4, 3).unwrap();
+    let RasterData::U16(got) = &win.data else {
+        panic!()
+    };
+    assert_eq!(*got, crop_u16(&r, 2, 1, 4, 3));
+}
