@@ -90,33 +90,58 @@ fn gather_dyn<T: Copy>(
     out
 }
 
-/// Mirror left-right. Output `[H, W, C]`.
-pub(crate) fn hflip<T: Copy>(src: &[T], d: Dims) -> Vec<T> {
-    gather(src, d, d.h, d.w, d.w as isize - 1, d.w as isize, -1)
-}
-
-/// Mirror top-bottom. Output `[H, W, C]`.
-pub(crate) fn vflip<T: Copy>(src: &[T], d: Dims) -> Vec<T> {
-    let row = d.w * d.c;
-    let mut out = Vec::with_capacity(src.len());
-    for r in src.chunks_exact(row).rev() {
-        out.extend_from_slice(r);
+/// Reverse the order of the pixels (not the bands) of a `[n, C]` run, in place.
+fn reverse_pixels<T: Copy>(v: &mut [T], c: usize) {
+    fn fixed<T: Copy, const N: usize>(v: &mut [T]) {
+        v.as_chunks_mut::<N>().0.reverse();
     }
-    out
+    match c {
+        1 => v.reverse(),
+        2 => fixed::<T, 2>(v),
+        3 => fixed::<T, 3>(v),
+        4 => fixed::<T, 4>(v),
+        _ => {
+            let n = v.len() / c;
+            for i in 0..n / 2 {
+                let (a, b) = v.split_at_mut((n - 1 - i) * c);
+                a[i * c..(i + 1) * c].swap_with_slice(&mut b[..c]);
+            }
+        }
+    }
 }
 
-/// Rotate by `k` quarter turns counter-clockwise (`np.rot90(img, k)`).
-/// Output `[W, H, C]` for odd `k`, `[H, W, C]` for even `k`; returns `(data, out_h, out_w)`.
-pub(crate) fn rot90<T: Copy>(src: &[T], d: Dims, k: u8) -> (Vec<T>, usize, usize) {
+/// Mirror left-right, in place. `[H, W, C]`.
+pub(crate) fn hflip<T: Copy>(v: &mut [T], d: Dims) {
+    for row in v.chunks_exact_mut(d.w * d.c) {
+        reverse_pixels(row, d.c);
+    }
+}
+
+/// Mirror top-bottom, in place. `[H, W, C]`.
+pub(crate) fn vflip<T: Copy>(v: &mut [T], d: Dims) {
+    let row = d.w * d.c;
+    for y in 0..d.h / 2 {
+        let (top, bottom) = v.split_at_mut((d.h - 1 - y) * row);
+        top[y * row..(y + 1) * row].swap_with_slice(&mut bottom[..row]);
+    }
+}
+
+/// Half turn, in place: the pixel order reversed. `[H, W, C]`.
+pub(crate) fn rot180<T: Copy>(v: &mut [T], d: Dims) {
+    reverse_pixels(v, d.c);
+}
+
+/// Rotate by one (`k = 1`) or three quarter turns counter-clockwise (`np.rot90(img, k)`);
+/// even `k` are in-place operations ([`rot180`]). Output `[W, H, C]`.
+pub(crate) fn rot90_odd<T: Copy>(src: &[T], d: Dims, k: u8) -> Vec<T> {
     let (h, w) = (d.h as isize, d.w as isize);
-    match k % 4 {
-        0 => (src.to_vec(), d.h, d.w),
+    debug_assert!(k % 2 == 1);
+    if k % 4 == 1 {
         // out[i][j] = in[j][W-1-i]
-        1 => (gather(src, d, d.w, d.h, w - 1, -1, w), d.w, d.h),
-        // out[i][j] = in[H-1-i][W-1-j]
-        2 => (gather(src, d, d.h, d.w, h * w - 1, -w, -1), d.h, d.w),
+        gather(src, d, d.w, d.h, w - 1, -1, w)
+    } else {
         // out[i][j] = in[H-1-j][i]
-        _ => (gather(src, d, d.w, d.h, (h - 1) * w, 1, -w), d.w, d.h),
+        gather(src, d, d.w, d.h, (h - 1) * w, 1, -w)
     }
 }
 
@@ -221,19 +246,26 @@ mod tests {
     fn quarter_turns_match_np_rot90_by_hand() {
         let (s, d) = img();
         // np.rot90([[0,1,2],[3,4,5]], 1) == [[2,5],[1,4],[0,3]]
-        assert_eq!(rot90(&s, d, 1), (vec![2, 5, 1, 4, 0, 3], 3, 2));
-        assert_eq!(rot90(&s, d, 2), (vec![5, 4, 3, 2, 1, 0], 2, 3));
+        assert_eq!(rot90_odd(&s, d, 1), vec![2, 5, 1, 4, 0, 3]);
+        let mut half = s.clone();
+        rot180(&mut half, d);
+        assert_eq!(half, vec![5, 4, 3, 2, 1, 0]);
         // np.rot90(..., 3) == [[3,0],[4,1],[5,2]]
-        assert_eq!(rot90(&s, d, 3), (vec![3, 0, 4, 1, 5, 2], 3, 2));
+        assert_eq!(rot90_odd(&s, d, 3), vec![3, 0, 4, 1, 5, 2]);
         assert_eq!(transpose(&s, d), vec![0, 3, 1, 4, 2, 5]);
     }
 
     #[test]
     fn multi_band_flips_keep_pixels_whole() {
         // Five bands exercise the dynamic path; each pixel's bands must stay together.
-        let d = Dims { h: 1, w: 2, c: 5 };
-        let s: Vec<u16> = (0..10).collect();
-        assert_eq!(hflip(&s, d), vec![5, 6, 7, 8, 9, 0, 1, 2, 3, 4]);
+        let d = Dims { h: 1, w: 3, c: 5 };
+        let mut s: Vec<u16> = (0..15).collect();
+        hflip(&mut s, d);
+        assert_eq!(s, vec![10, 11, 12, 13, 14, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4]);
+        let d = Dims { h: 3, w: 1, c: 2 };
+        let mut s: Vec<u8> = (0..6).collect();
+        vflip(&mut s, d);
+        assert_eq!(s, vec![4, 5, 2, 3, 0, 1]);
     }
 
     #[test]

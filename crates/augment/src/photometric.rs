@@ -251,27 +251,37 @@ pub(crate) fn normalize(data: &RasterData, mean: &[f32], std: &[f32], max_pixel:
     let scale: Vec<f32> = std.iter().map(|s| 1.0 / (s * max_pixel)).collect();
     let offset: Vec<f32> = mean.iter().map(|m| m * max_pixel).collect();
     fn run<T: Pixel>(v: &[T], offset: &[f32], scale: &[f32]) -> Vec<f32> {
-        let c = offset.len();
-        let mut out = Vec::with_capacity(v.len());
-        if c == 3 {
-            let (o, s) = (
-                [offset[0], offset[1], offset[2]],
-                [scale[0], scale[1], scale[2]],
-            );
-            for px in v.as_chunks::<3>().0 {
-                out.extend([
-                    (px[0].to_f32() - o[0]) * s[0],
-                    (px[1].to_f32() - o[1]) * s[1],
-                    (px[2].to_f32() - o[2]) * s[2],
-                ]);
+        match offset.len() {
+            1 => fixed::<T, 1>(v, offset, scale),
+            2 => fixed::<T, 2>(v, offset, scale),
+            3 => fixed::<T, 3>(v, offset, scale),
+            4 => fixed::<T, 4>(v, offset, scale),
+            c => {
+                let mut out = Vec::with_capacity(v.len());
+                for px in v.chunks_exact(c) {
+                    out.extend(
+                        px.iter()
+                            .zip(offset.iter().zip(scale))
+                            .map(|(p, (o, s))| (p.to_f32() - o) * s),
+                    );
+                }
+                out
             }
-        } else {
-            for px in v.chunks_exact(c) {
-                out.extend(
-                    px.iter()
-                        .zip(offset.iter().zip(scale))
-                        .map(|(p, (o, s))| (p.to_f32() - o) * s),
-                );
+        }
+    }
+    /// Band count known at compile time: a straight, vectorisable loop over `[T; N]` pixels.
+    fn fixed<T: Pixel, const N: usize>(v: &[T], offset: &[f32], scale: &[f32]) -> Vec<f32> {
+        let o: [f32; N] = std::array::from_fn(|b| offset[b]);
+        let s: [f32; N] = std::array::from_fn(|b| scale[b]);
+        let mut out = vec![0f32; v.len()];
+        for (dst, px) in out
+            .as_chunks_mut::<N>()
+            .0
+            .iter_mut()
+            .zip(v.as_chunks::<N>().0)
+        {
+            for b in 0..N {
+                dst[b] = (px[b].to_f32() - o[b]) * s[b];
             }
         }
         out

@@ -8,6 +8,7 @@ use crate::AugmentError;
 use crate::config::{imagenet_mean, imagenet_std};
 use crate::geometric::Dims;
 use crate::pil;
+use crate::pixel::Pixel;
 use crate::transforms::per_band;
 
 /// Image resampling used by [`SegformerProcessor`] (masks are always nearest).
@@ -127,12 +128,8 @@ impl SegformerProcessor {
                 to_chw_u8(&pil::nearest(v, d, oh, ow), &scale, &offset)
             }
             (RasterData::U8(v), _) => to_chw_u8(v, &scale, &offset),
-            (RasterData::U16(v), _) if !resized => {
-                to_chw(v.iter().map(|&s| s as f32), d.c, &scale, &offset, oh * ow)
-            }
-            (RasterData::F32(v), _) if !resized => {
-                to_chw(v.iter().copied(), d.c, &scale, &offset, oh * ow)
-            }
+            (RasterData::U16(v), _) if !resized => to_chw(v, &scale, &offset),
+            (RasterData::F32(v), _) if !resized => to_chw(v, &scale, &offset),
             (data, r) => {
                 let f = match data {
                     RasterData::U16(v) => v.iter().map(|&s| s as f32).collect(),
@@ -143,7 +140,7 @@ impl SegformerProcessor {
                     Resample::Bilinear => pil::bilinear_f32(&f, d, oh, ow),
                     Resample::Nearest => pil::nearest(&f, d, oh, ow),
                 };
-                to_chw(out.into_iter(), d.c, &scale, &offset, oh * ow)
+                to_chw(&out, &scale, &offset)
             }
         };
         let labels = mask.map(|m| {
@@ -229,20 +226,36 @@ fn to_chw_u8(v: &[u8], scale: &[f32], offset: &[f32]) -> Vec<f32> {
     out
 }
 
-/// `[H, W, C]` samples (as f32) → `[C, H, W]` with `x * scale + offset` per band.
-fn to_chw(
-    samples: impl Iterator<Item = f32>,
-    c: usize,
-    scale: &[f32],
-    offset: &[f32],
-    hw: usize,
-) -> Vec<f32> {
-    let mut out = vec![0f32; hw * c];
-    for (j, s) in samples.enumerate() {
-        let (i, b) = (j / c, j % c);
-        out[b * hw + i] = s * scale[b] + offset[b];
+/// `[H, W, C]` samples → `[C, H, W]` f32 with `x * scale + offset` per band, one output plane
+/// at a time so writes are sequential.
+fn to_chw<T: Pixel>(v: &[T], scale: &[f32], offset: &[f32]) -> Vec<f32> {
+    fn fixed<T: Pixel, const N: usize>(v: &[T], scale: &[f32], offset: &[f32]) -> Vec<f32> {
+        let px = v.as_chunks::<N>().0;
+        let mut out = vec![0f32; v.len()];
+        for (b, plane) in out.chunks_exact_mut(px.len()).enumerate() {
+            let (s, o) = (scale[b], offset[b]);
+            for (dst, p) in plane.iter_mut().zip(px) {
+                *dst = p[b].to_f32() * s + o;
+            }
+        }
+        out
     }
-    out
+    match scale.len() {
+        1 => fixed::<T, 1>(v, scale, offset),
+        2 => fixed::<T, 2>(v, scale, offset),
+        3 => fixed::<T, 3>(v, scale, offset),
+        4 => fixed::<T, 4>(v, scale, offset),
+        c => {
+            let hw = v.len() / c;
+            let mut out = vec![0f32; v.len()];
+            for (i, px) in v.chunks_exact(c).enumerate() {
+                for (b, s) in px.iter().enumerate() {
+                    out[b * hw + i] = s.to_f32() * scale[b] + offset[b];
+                }
+            }
+            out
+        }
+    }
 }
 
 /// A batch of processed samples, ready to become tensors.

@@ -307,22 +307,46 @@ enum Perm {
     Rot90(u8),
 }
 
-fn perm<T: Copy>(v: &[T], d: Dims, p: Perm) -> (Vec<T>, usize, usize) {
+/// In-place permutations keep the buffer; the others gather into a new one.
+fn perm<T: Copy>(v: &mut Vec<T>, d: Dims, p: Perm) {
     match p {
-        Perm::HFlip => (geo::hflip(v, d), d.h, d.w),
-        Perm::VFlip => (geo::vflip(v, d), d.h, d.w),
-        Perm::Transpose => (geo::transpose(v, d), d.w, d.h),
-        Perm::Rot90(k) => geo::rot90(v, d, k),
+        Perm::HFlip => geo::hflip(v, d),
+        Perm::VFlip => geo::vflip(v, d),
+        Perm::Rot90(k) if k % 2 == 0 => {
+            if k % 4 == 2 {
+                geo::rot180(v, d)
+            }
+        }
+        Perm::Rot90(k) => *v = geo::rot90_odd(v, d, k),
+        Perm::Transpose => *v = geo::transpose(v, d),
     }
 }
 
 fn permute(item: &mut Item, p: Perm) {
     let d = dims(item);
     let swaps = matches!(p, Perm::Transpose) || matches!(p, Perm::Rot90(k) if k % 2 == 1);
-    let (h, w) = if swaps { (d.w, d.h) } else { (d.h, d.w) };
-    let data = map_samples!(&item.image.data, |v| perm(v, d, p).0);
-    item.set_image(h, w, data);
-    item.map_mask(|m, h, w| perm(m, Dims { h, w, c: 1 }, p));
+    match &mut item.image.data {
+        RasterData::U8(v) => perm(v, d, p),
+        RasterData::U16(v) => perm(v, d, p),
+        RasterData::F32(v) => perm(v, d, p),
+    }
+    if swaps {
+        (item.image.height, item.image.width) = (d.w, d.h);
+    }
+    if let Some(m) = &mut item.mask {
+        perm(
+            &mut m.data,
+            Dims {
+                h: d.h,
+                w: d.w,
+                c: 1,
+            },
+            p,
+        );
+        if swaps {
+            (m.height, m.width) = (d.w, d.h);
+        }
+    }
 }
 
 fn border(b: BorderMode) -> Border {
