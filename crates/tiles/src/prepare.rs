@@ -172,50 +172,68 @@ pub fn prepare_folder(opts: &FolderOptions) -> Result<PrepareReport, TilesError>
         skipped,
         opts.list.as_ref().unwrap_or(&opts.images),
     )?;
-    ensure_fresh_output(&opts.out)?;
-    for p in &pairs {
-        let ext = |f: &Path| {
-            f.extension()
-                .and_then(|e| e.to_str())
-                .unwrap_or("png")
-                .to_ascii_lowercase()
-        };
-        let img = opts
-            .out
-            .join("images")
-            .join(p.split)
-            .join(format!("{}.{}", p.id, ext(&p.image)));
-        let mask = opts
-            .out
-            .join("masks")
-            .join(p.split)
-            .join(format!("{}.{}", p.id, ext(&p.mask)));
-        place(&p.image, &img, opts.hard_link)?;
-        place(&p.mask, &mask, opts.hard_link)?;
-    }
-    let mut meta = DatasetMeta::new(
-        "folder",
-        &opts.labels,
-        report.kind,
-        report.bands,
-        report.band_stats.clone(),
-    );
-    meta.splits = report
-        .splits
-        .iter()
-        .map(|(k, v)| (k.clone(), v.samples))
-        .collect::<BTreeMap<_, _>>();
-    meta.save(&opts.out)?;
-    Ok(PrepareReport {
-        out: opts.out.clone(),
-        meta,
-        audit: Some(report),
-        skipped_tiles: 0,
+    into_fresh_output(&opts.out, || {
+        for p in &pairs {
+            let ext = |f: &Path| {
+                f.extension()
+                    .and_then(|e| e.to_str())
+                    .unwrap_or("png")
+                    .to_ascii_lowercase()
+            };
+            let img =
+                opts.out
+                    .join("images")
+                    .join(p.split)
+                    .join(format!("{}.{}", p.id, ext(&p.image)));
+            let mask =
+                opts.out
+                    .join("masks")
+                    .join(p.split)
+                    .join(format!("{}.{}", p.id, ext(&p.mask)));
+            place(&p.image, &img, opts.hard_link)?;
+            place(&p.mask, &mask, opts.hard_link)?;
+        }
+        let mut meta = DatasetMeta::new(
+            "folder",
+            &opts.labels,
+            report.kind,
+            report.bands,
+            report.band_stats.clone(),
+        );
+        meta.splits = report
+            .splits
+            .iter()
+            .map(|(k, v)| (k.clone(), v.samples))
+            .collect::<BTreeMap<_, _>>();
+        meta.save(&opts.out)?;
+        Ok(PrepareReport {
+            out: opts.out.clone(),
+            meta,
+            audit: Some(report),
+            skipped_tiles: 0,
+        })
     })
 }
 
+/// Runs `write` on an output root that holds no dataset yet; when it fails, removes what it
+/// wrote, so a corrected rerun does not trip over a half-written dataset.
+pub(crate) fn into_fresh_output<T>(
+    out: &Path,
+    write: impl FnOnce() -> Result<T, TilesError>,
+) -> Result<T, TilesError> {
+    ensure_fresh_output(out)?;
+    let result = write();
+    if result.is_err() {
+        // Both folders were verified absent above, so everything in them is ours.
+        for sub in ["images", "masks"] {
+            let _ = std::fs::remove_dir_all(out.join(sub));
+        }
+    }
+    result
+}
+
 /// Refuses to mix a new dataset into an old one (stale files would silently join the splits).
-pub(crate) fn ensure_fresh_output(out: &Path) -> Result<(), TilesError> {
+fn ensure_fresh_output(out: &Path) -> Result<(), TilesError> {
     for sub in ["images", "masks"] {
         let d = out.join(sub);
         if d.exists() {

@@ -151,7 +151,7 @@ impl Mask {
 /// One training or evaluation example: an image, its mask (absent for inference) and where it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    /// A stable name (the file stem, or `scene@x,y` for a tile).
+    /// A stable name: the file stem (for a tile, `<scene stem>_x<col>_y<row>`).
     pub id: String,
     /// The image.
     pub image: Raster,

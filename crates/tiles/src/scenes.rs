@@ -10,7 +10,7 @@ use crate::io::{read_image, read_mask, write_mask_png, write_png};
 use crate::labels::LabelMap;
 use crate::meta::{DatasetMeta, TileRecord};
 use crate::pairs::split_of;
-use crate::prepare::{PrepareReport, ensure_fresh_output};
+use crate::prepare::{PrepareReport, into_fresh_output};
 use crate::raster::{Mask, Raster, RasterData, SampleKind};
 use crate::stats::StatsAccumulator;
 use crate::tiff_read::ChunkedReader;
@@ -220,159 +220,160 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
     }
     opts.labels.validate()?;
     let lut = opts.labels.lookup_table();
-    ensure_fresh_output(&opts.out)?;
-    let stride = t - opts.overlap;
-    let mut first: Option<(PathBuf, usize, SampleKind)> = None;
-    let mut stats: Option<StatsAccumulator> = None;
-    let mut records = Vec::new();
-    let mut skipped = 0;
-    for (scene_path, mask_path) in opts.scenes.iter().zip(&opts.masks) {
-        let mut scene = Source::open_image(scene_path)?;
-        let mut mask = Source::open_mask(mask_path)?;
-        let (w, h) = scene.size();
-        let mask_size = mask.size();
-        if (w, h) != mask_size {
-            let m = Mask {
-                width: mask_size.0,
-                height: mask_size.1,
-                data: Vec::new(),
-            };
-            check_size(scene_path, mask_path, (w, h), &m)?;
-        }
-        if w < t || h < t {
-            return Err(TilesError::input(
-                scene_path,
-                format!("scene is {w}x{h}, smaller than tile_size {t}; lower --tile-size"),
-            ));
-        }
-        let geo = scene.geo().cloned();
-        let nodata = geo.as_ref().and_then(|g| g.nodata);
-        let stem = scene_path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("scene")
-            .to_string();
-        for y in origins(h, t, stride) {
-            let band = scene.rows(y, t)?;
-            let mband = mask.rows(y, t)?;
-            let mband = to_mask(mask_path, &mband)?;
-            match &first {
-                None => {
-                    first = Some((scene_path.clone(), band.bands, band.kind()));
-                    stats = Some(StatsAccumulator::new(band.bands, band.kind()));
-                }
-                Some((p, b, k)) if *b != band.bands || *k != band.kind() => {
-                    return Err(TilesError::BandMismatch {
-                        path: scene_path.clone(),
-                        found: format!("{} bands of {}", band.bands, band.kind()),
-                        first: p.clone(),
-                        expected: format!("{b} bands of {k}"),
-                    });
-                }
-                Some(_) => {}
+    into_fresh_output(&opts.out, || {
+        let stride = t - opts.overlap;
+        let mut first: Option<(PathBuf, usize, SampleKind)> = None;
+        let mut stats: Option<StatsAccumulator> = None;
+        let mut records = Vec::new();
+        let mut skipped = 0;
+        for (scene_path, mask_path) in opts.scenes.iter().zip(&opts.masks) {
+            let mut scene = Source::open_image(scene_path)?;
+            let mut mask = Source::open_mask(mask_path)?;
+            let (w, h) = scene.size();
+            let mask_size = mask.size();
+            if (w, h) != mask_size {
+                let m = Mask {
+                    width: mask_size.0,
+                    height: mask_size.1,
+                    data: Vec::new(),
+                };
+                check_size(scene_path, mask_path, (w, h), &m)?;
             }
-            for x in origins(w, t, stride) {
-                let tile = crop(&band, x, 0, t, t);
-                let raw: Vec<u8> = (0..t)
-                    .flat_map(|r| mband.data[r * w + x..r * w + x + t].iter().copied())
-                    .collect();
-                let raw = Mask::new(t, t, raw).expect("t*t values");
-                let unmapped: Vec<u8> = (0..=255u8)
-                    .filter(|&v| lut[v as usize].is_none() && raw.data.contains(&v))
-                    .collect();
-                if !unmapped.is_empty() {
-                    let mut found = raw.data.clone();
-                    found.sort_unstable();
-                    found.dedup();
-                    let count = |v: u8| raw.data.iter().filter(|&&u| u == v).count() as u64;
-                    return Err(TilesError::UnmappedValues {
-                        values: unmapped
-                            .iter()
-                            .map(|&v| (v, count(v), mask_path.clone()))
-                            .collect(),
-                        suggestion: opts.labels.suggest(&found),
+            if w < t || h < t {
+                return Err(TilesError::input(
+                    scene_path,
+                    format!("scene is {w}x{h}, smaller than tile_size {t}; lower --tile-size"),
+                ));
+            }
+            let geo = scene.geo().cloned();
+            let nodata = geo.as_ref().and_then(|g| g.nodata);
+            let stem = scene_path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("scene")
+                .to_string();
+            for y in origins(h, t, stride) {
+                let band = scene.rows(y, t)?;
+                let mband = mask.rows(y, t)?;
+                let mband = to_mask(mask_path, &mband)?;
+                match &first {
+                    None => {
+                        first = Some((scene_path.clone(), band.bands, band.kind()));
+                        stats = Some(StatsAccumulator::new(band.bands, band.kind()));
+                    }
+                    Some((p, b, k)) if *b != band.bands || *k != band.kind() => {
+                        return Err(TilesError::BandMismatch {
+                            path: scene_path.clone(),
+                            found: format!("{} bands of {}", band.bands, band.kind()),
+                            first: p.clone(),
+                            expected: format!("{b} bands of {k}"),
+                        });
+                    }
+                    Some(_) => {}
+                }
+                for x in origins(w, t, stride) {
+                    let tile = crop(&band, x, 0, t, t);
+                    let raw: Vec<u8> = (0..t)
+                        .flat_map(|r| mband.data[r * w + x..r * w + x + t].iter().copied())
+                        .collect();
+                    let raw = Mask::new(t, t, raw).expect("t*t values");
+                    let unmapped: Vec<u8> = (0..=255u8)
+                        .filter(|&v| lut[v as usize].is_none() && raw.data.contains(&v))
+                        .collect();
+                    if !unmapped.is_empty() {
+                        let mut found = raw.data.clone();
+                        found.sort_unstable();
+                        found.dedup();
+                        let count = |v: u8| raw.data.iter().filter(|&&u| u == v).count() as u64;
+                        return Err(TilesError::UnmappedValues {
+                            values: unmapped
+                                .iter()
+                                .map(|&v| (v, count(v), mask_path.clone()))
+                                .collect(),
+                            suggestion: opts.labels.suggest(&found),
+                        });
+                    }
+                    let empty = (0..t * t)
+                        .filter(|&i| {
+                            lut[raw.data[i] as usize] == Some(Mask::IGNORE)
+                                || is_nodata(&tile, i, nodata)
+                        })
+                        .count();
+                    if empty as f64 > opts.max_empty_fraction * (t * t) as f64 {
+                        skipped += 1;
+                        continue;
+                    }
+                    let id = format!("{stem}_x{x}_y{y}");
+                    // Neighbouring tiles overlap: split by 2×2-tile blocks so overlaps rarely cross splits.
+                    let block = format!("{stem}@{},{}", x / (2 * t), y / (2 * t));
+                    let split = split_of(opts.seed, &block, opts.val_ratio);
+                    let tile_geo = geo.as_ref().map(|g| g.shifted(x, y));
+                    let img_dir = opts.out.join("images").join(split);
+                    let png_ok = tile.bands <= 4 && tile.kind() != SampleKind::F32;
+                    if tile_geo.is_some() || !png_ok {
+                        let o = TiffOptions {
+                            compression: opts.compression,
+                            ..Default::default()
+                        };
+                        write_geotiff_with(
+                            &img_dir.join(format!("{id}.tif")),
+                            &tile,
+                            tile_geo.as_ref(),
+                            &o,
+                        )?;
+                    } else {
+                        write_png(&img_dir.join(format!("{id}.png")), &tile)?;
+                    }
+                    write_mask_png(
+                        &opts.out.join("masks").join(split).join(format!("{id}.png")),
+                        &raw,
+                    )?;
+                    if split == "train"
+                        && let Some(acc) = stats.as_mut()
+                    {
+                        acc.add(&tile, nodata);
+                    }
+                    records.push(TileRecord {
+                        id,
+                        split: split.into(),
+                        scene: scene_path.clone(),
+                        mask: mask_path.clone(),
+                        x,
+                        y,
+                        width: t,
+                        height: t,
+                        transform: tile_geo.map(|g| g.transform),
                     });
                 }
-                let empty = (0..t * t)
-                    .filter(|&i| {
-                        lut[raw.data[i] as usize] == Some(Mask::IGNORE)
-                            || is_nodata(&tile, i, nodata)
-                    })
-                    .count();
-                if empty as f64 > opts.max_empty_fraction * (t * t) as f64 {
-                    skipped += 1;
-                    continue;
-                }
-                let id = format!("{stem}_x{x}_y{y}");
-                // Neighbouring tiles overlap: split by 2×2-tile blocks so overlaps rarely cross splits.
-                let block = format!("{stem}@{},{}", x / (2 * t), y / (2 * t));
-                let split = split_of(opts.seed, &block, opts.val_ratio);
-                let tile_geo = geo.as_ref().map(|g| g.shifted(x, y));
-                let img_dir = opts.out.join("images").join(split);
-                let png_ok = tile.bands <= 4 && tile.kind() != SampleKind::F32;
-                if tile_geo.is_some() || !png_ok {
-                    let o = TiffOptions {
-                        compression: opts.compression,
-                        ..Default::default()
-                    };
-                    write_geotiff_with(
-                        &img_dir.join(format!("{id}.tif")),
-                        &tile,
-                        tile_geo.as_ref(),
-                        &o,
-                    )?;
-                } else {
-                    write_png(&img_dir.join(format!("{id}.png")), &tile)?;
-                }
-                write_mask_png(
-                    &opts.out.join("masks").join(split).join(format!("{id}.png")),
-                    &raw,
-                )?;
-                if split == "train"
-                    && let Some(acc) = stats.as_mut()
-                {
-                    acc.add(&tile, nodata);
-                }
-                records.push(TileRecord {
-                    id,
+            }
+        }
+        let (_, bands, kind) = first.expect("at least one scene was tiled");
+        let mut meta = DatasetMeta::new(
+            "scenes",
+            &opts.labels,
+            kind,
+            bands,
+            stats.map(|s| s.finish()).unwrap_or_default(),
+        );
+        for r in &records {
+            *meta.splits.entry(r.split.clone()).or_insert(0) += 1;
+        }
+        for split in crate::pairs::SPLITS {
+            if !meta.splits.contains_key(split) {
+                return Err(TilesError::EmptySplit {
                     split: split.into(),
-                    scene: scene_path.clone(),
-                    mask: mask_path.clone(),
-                    x,
-                    y,
-                    width: t,
-                    height: t,
-                    transform: tile_geo.map(|g| g.transform),
+                    location: opts.out.join("images").join(split),
                 });
             }
         }
-    }
-    let (_, bands, kind) = first.expect("at least one scene was tiled");
-    let mut meta = DatasetMeta::new(
-        "scenes",
-        &opts.labels,
-        kind,
-        bands,
-        stats.map(|s| s.finish()).unwrap_or_default(),
-    );
-    for r in &records {
-        *meta.splits.entry(r.split.clone()).or_insert(0) += 1;
-    }
-    for split in crate::pairs::SPLITS {
-        if !meta.splits.contains_key(split) {
-            return Err(TilesError::EmptySplit {
-                split: split.into(),
-                location: opts.out.join("images").join(split),
-            });
-        }
-    }
-    meta.tiles = records;
-    meta.save(&opts.out)?;
-    Ok(PrepareReport {
-        out: opts.out.clone(),
-        meta,
-        audit: None,
-        skipped_tiles: skipped,
+        meta.tiles = records;
+        meta.save(&opts.out)?;
+        Ok(PrepareReport {
+            out: opts.out.clone(),
+            meta,
+            audit: None,
+            skipped_tiles: skipped,
+        })
     })
 }
 

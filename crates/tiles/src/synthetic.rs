@@ -14,7 +14,7 @@ use crate::geo::GeoRef;
 use crate::io::{write_mask_png, write_png};
 use crate::labels::LabelMap;
 use crate::meta::DatasetMeta;
-use crate::prepare::{PrepareReport, ensure_fresh_output};
+use crate::prepare::{PrepareReport, into_fresh_output};
 use crate::raster::{Mask, Raster, RasterData, SampleKind};
 use crate::stats::StatsAccumulator;
 use crate::tiff_write::write_geotiff;
@@ -345,61 +345,63 @@ pub fn prepare_synthetic(opts: &SyntheticOptions) -> Result<PrepareReport, Tiles
             "must be in [0, 1)",
         ));
     }
-    ensure_fresh_output(&opts.out)?;
-    let labels = opts.labels();
-    let n_val = ((opts.count as f64 * opts.val_ratio).round() as usize).clamp(1, opts.count - 1);
-    let (bands, kind) = if opts.multispectral {
-        (4, SampleKind::U16)
-    } else {
-        (3, SampleKind::U8)
-    };
-    let mut stats = StatsAccumulator::new(bands, kind);
-    let mut meta = DatasetMeta::new("synthetic", &labels, kind, bands, Vec::new());
-    for i in 0..opts.count {
-        // Evenly spread val samples: i is val when i * n_val wraps past a multiple of count.
-        let split = if (i * n_val) % opts.count < n_val {
-            "val"
+    into_fresh_output(&opts.out, || {
+        let labels = opts.labels();
+        let n_val =
+            ((opts.count as f64 * opts.val_ratio).round() as usize).clamp(1, opts.count - 1);
+        let (bands, kind) = if opts.multispectral {
+            (4, SampleKind::U16)
         } else {
-            "train"
+            (3, SampleKind::U8)
         };
-        let (image, mask) = generate_sample(opts, i);
-        let id = format!("syn_{i:05}");
-        let img_dir = opts.out.join("images").join(split);
-        let mask_path = opts.out.join("masks").join(split).join(format!("{id}.png"));
-        if opts.multispectral {
-            // A 10 m grid somewhere in UTM 51N (EPSG:32651), one sample per kilometre square.
-            let geo = GeoRef {
-                transform: [
-                    300_000.0 + 1000.0 * i as f64,
-                    10.0,
-                    0.0,
-                    1_600_000.0,
-                    0.0,
-                    -10.0,
-                ],
-                geo_key_directory: Some(vec![
-                    1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32651,
-                ]),
-                geo_double_params: None,
-                geo_ascii_params: None,
-                nodata: None,
+        let mut stats = StatsAccumulator::new(bands, kind);
+        let mut meta = DatasetMeta::new("synthetic", &labels, kind, bands, Vec::new());
+        for i in 0..opts.count {
+            // Evenly spread val samples: i is val when i * n_val wraps past a multiple of count.
+            let split = if (i * n_val) % opts.count < n_val {
+                "val"
+            } else {
+                "train"
             };
-            write_geotiff(&img_dir.join(format!("{id}.tif")), &image, Some(&geo))?;
-        } else {
-            write_png(&img_dir.join(format!("{id}.png")), &image)?;
+            let (image, mask) = generate_sample(opts, i);
+            let id = format!("syn_{i:05}");
+            let img_dir = opts.out.join("images").join(split);
+            let mask_path = opts.out.join("masks").join(split).join(format!("{id}.png"));
+            if opts.multispectral {
+                // A 10 m grid somewhere in UTM 51N (EPSG:32651), one sample per kilometre square.
+                let geo = GeoRef {
+                    transform: [
+                        300_000.0 + 1000.0 * i as f64,
+                        10.0,
+                        0.0,
+                        1_600_000.0,
+                        0.0,
+                        -10.0,
+                    ],
+                    geo_key_directory: Some(vec![
+                        1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32651,
+                    ]),
+                    geo_double_params: None,
+                    geo_ascii_params: None,
+                    nodata: None,
+                };
+                write_geotiff(&img_dir.join(format!("{id}.tif")), &image, Some(&geo))?;
+            } else {
+                write_png(&img_dir.join(format!("{id}.png")), &image)?;
+            }
+            write_mask_png(&mask_path, &mask)?;
+            if split == "train" {
+                stats.add(&image, None);
+            }
+            *meta.splits.entry(split.to_string()).or_insert(0) += 1;
         }
-        write_mask_png(&mask_path, &mask)?;
-        if split == "train" {
-            stats.add(&image, None);
-        }
-        *meta.splits.entry(split.to_string()).or_insert(0) += 1;
-    }
-    meta.band_stats = stats.finish();
-    meta.save(&opts.out)?;
-    Ok(PrepareReport {
-        out: opts.out.clone(),
-        meta,
-        audit: None,
-        skipped_tiles: 0,
+        meta.band_stats = stats.finish();
+        meta.save(&opts.out)?;
+        Ok(PrepareReport {
+            out: opts.out.clone(),
+            meta,
+            audit: None,
+            skipped_tiles: 0,
+        })
     })
 }

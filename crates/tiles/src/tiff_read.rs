@@ -110,6 +110,12 @@ impl ChunkedReader {
             }
         };
         let (chunk_w, chunk_h) = decoder.chunk_dimensions();
+        if chunk_w == 0 || chunk_h == 0 {
+            return Err(TilesError::decode(
+                path,
+                format!("strip/tile size {chunk_w}x{chunk_h}"),
+            ));
+        }
         let geo = read_geo(&mut decoder).map_err(|e| TilesError::decode(path, e))?;
         Ok(Self {
             path: path.to_path_buf(),

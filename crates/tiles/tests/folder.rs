@@ -298,3 +298,32 @@ fn prepare_refuses_to_mix_into_an_existing_dataset() {
     let msg = prepare_folder(&opts(d.path())).unwrap_err().to_string();
     assert!(msg.contains("already holds a dataset"), "{msg}");
 }
+
+#[test]
+fn copies_when_hard_links_are_off() {
+    let d = tempfile::tempdir().unwrap();
+    flat(d.path(), 10);
+    let mut o = opts(d.path());
+    o.hard_link = false;
+    let r = prepare_folder(&o).unwrap();
+    let split = if r.meta.splits.get("train").copied().unwrap_or(0) > 0 {
+        "train"
+    } else {
+        "val"
+    };
+    let ds = SegDataset::open(&d.path().join("out"), split).unwrap();
+    let id = ds.ids().next().unwrap().to_string();
+    let copied = d
+        .path()
+        .join("out/images")
+        .join(split)
+        .join(format!("{id}.png"));
+    let source = d.path().join("images").join(format!("{id}.png"));
+    assert_eq!(
+        std::fs::read(&copied).unwrap(),
+        std::fs::read(&source).unwrap()
+    );
+    // A copy, not a link: rewriting the source leaves the prepared file alone.
+    std::fs::write(&source, b"changed").unwrap();
+    assert_ne!(std::fs::read(&copied).unwrap(), b"changed");
+}

@@ -121,3 +121,21 @@ fn deserialises_a_table_in_document_order_and_a_list() {
     assert_eq!(map.class_names(), ["b", "a"]);
     assert_eq!(map.ignore, [255], "ignore defaults to 255");
 }
+
+#[test]
+fn deserialises_the_toml_config_syntax_in_document_order() {
+    let text = "[labels]\nreduce_labels = false\n[labels.classes]\nzebra = [0]\napple = [255]\n";
+    #[derive(serde::Deserialize)]
+    struct Config {
+        labels: LabelMap,
+    }
+    let c: Config = toml::from_str(text).unwrap();
+    assert_eq!(c.labels.class_names(), ["zebra", "apple"]);
+    assert_eq!(
+        c.labels
+            .apply(&mask(&[255, 0]), Path::new("m.png"))
+            .unwrap()
+            .data,
+        [1, 0]
+    );
+}

@@ -151,3 +151,24 @@ fn bad_scene_options_and_mismatched_labels_are_clear_errors() {
     let msg = prepare_scenes(&o).unwrap_err().to_string();
     assert!(msg.contains("7 (") && msg.contains("m.png"), "{msg}");
 }
+
+#[test]
+fn a_failed_run_leaves_no_half_written_dataset() {
+    let d = tempfile::tempdir().unwrap();
+    tiles::write_png(&d.path().join("s.png"), &common::u8_raster(64, 64, 3, 3)).unwrap();
+    tiles::write_mask_png(&d.path().join("m.png"), &common::mask_of(64, 64, &[0, 1])).unwrap();
+    let mut o = SceneOptions::new(
+        vec![d.path().join("s.png")],
+        vec![d.path().join("m.png")],
+        d.path().join("out"),
+        LabelMap::identity(&["a", "b"]),
+    );
+    o.tile_size = 32;
+    // Four tiles in one 2x2 block: everything lands in one split, so the other is empty.
+    let err = prepare_scenes(&o).unwrap_err();
+    assert!(matches!(err, tiles::TilesError::EmptySplit { .. }), "{err}");
+    assert!(!d.path().join("out/images").exists());
+    o.tile_size = 16;
+    o.val_ratio = 0.5;
+    assert_eq!(prepare_scenes(&o).unwrap().meta.tiles.len(), 16);
+}
