@@ -311,4 +311,25 @@ mod tests {
         let b = model.forward(x).into_data();
         assert_eq!(a.as_bytes(), b.as_bytes(), "inference is deterministic");
     }
+
+    #[test]
+    fn dropout_and_drop_path_are_on_under_autodiff() {
+        let device = Default::default();
+        let mut config = tiny(3, 2);
+        config.hidden_dropout_prob = 0.5;
+        config.drop_path_rate = 0.5;
+        let model = config.init::<Autodiff<B>>(&device).unwrap();
+        let x = Tensor::<Autodiff<B>, 4>::random(
+            [2, 3, 32, 32],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let a = model.encode(x.clone()).remove(3).into_data();
+        let b = model.encode(x).remove(3).into_data();
+        assert_ne!(
+            a.as_bytes(),
+            b.as_bytes(),
+            "training forward passes are stochastic"
+        );
+    }
 }
