@@ -43,7 +43,7 @@ pub use geo::GeoRef;
 pub use io::{read_image, read_mask, write_mask_png, write_png};
 pub use labels::{LabelClass, LabelMap};
 pub use meta::{DATASET_JSON, DatasetMeta, TileRecord};
-pub use prepare::{FolderOptions, PrepareReport, audit, prepare_folder};
+pub use prepare::{FolderOptions, PrepareReport, audit, audit_prepared, prepare_folder};
 pub use raster::{Mask, Raster, RasterData, Sample, SampleKind};
 pub use scenes::{SceneOptions, prepare_scenes};
 pub use stats::{BandStats, StatsAccumulator};

@@ -162,6 +162,30 @@ pub fn audit(opts: &FolderOptions) -> Result<AuditReport, TilesError> {
     )
 }
 
+/// Audits a dataset prepared by `prepare_*` (the split layout under `root`, with the label map of
+/// its `dataset.json`): what `train` runs before spending compute on it.
+pub fn audit_prepared(root: &Path) -> Result<AuditReport, TilesError> {
+    let meta = DatasetMeta::load(root)?.ok_or_else(|| TilesError::Metadata {
+        path: root.join(crate::meta::DATASET_JSON),
+        reason: "not found; run `segfit prepare` first".into(),
+    })?;
+    let mut opts = FolderOptions::new(root.join("images"), root.join("masks"), root, meta.labels);
+    // Prepared masks keep their source extension; tiles and synthetic masks are PNG.
+    let exts: Vec<String> = ["png", "tif", "tiff"]
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    let mut last = None;
+    for ext in exts {
+        opts.mask_ext = ext;
+        match audit(&opts) {
+            Err(e @ TilesError::MissingMasks { .. }) => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.expect("tried at least one extension"))
+}
+
 /// Audits a folder dataset, then links or copies it into `out/{images,masks}/{train,val}/` and
 /// writes `out/dataset.json` (label map, band statistics of `train`, counts).
 pub fn prepare_folder(opts: &FolderOptions) -> Result<PrepareReport, TilesError> {

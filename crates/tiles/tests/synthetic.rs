@@ -61,6 +61,13 @@ fn prepared_dataset_loads_with_two_classes() {
     assert_eq!(r.meta.splits["train"] + r.meta.splits["val"], 6);
     assert!(r.meta.splits["val"] >= 1);
     assert_eq!(r.meta.labels, LabelMap::identity(&["outer", "rice_paddy"]));
+    // The prepared dataset passes the audit train runs, which counts the same pixels again.
+    let audit = tiles::audit_prepared(d.path()).unwrap();
+    eprintln!("{audit}");
+    assert_eq!(audit.pairs, 6);
+    assert_eq!(audit.bands, 3);
+    assert!(audit.splits["train"].class_pixels.iter().all(|&n| n > 0));
+    assert_eq!(audit.band_stats, r.meta.band_stats);
     let train = SegDataset::open(d.path(), "train").unwrap();
     for i in 0..train.len() {
         let s = train.get(i).unwrap();
