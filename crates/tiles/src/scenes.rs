@@ -220,6 +220,9 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
     }
     opts.labels.validate()?;
     let lut = opts.labels.lookup_table();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
     into_fresh_output(&opts.out, || {
         let stride = t - opts.overlap;
         let mut first: Option<(PathBuf, usize, SampleKind)> = None;
@@ -246,7 +249,6 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
                 ));
             }
             let geo = scene.geo().cloned();
-            let nodata = geo.as_ref().and_then(|g| g.nodata);
             let stem = scene_path
                 .file_stem()
                 .and_then(|s| s.to_str())
@@ -271,79 +273,50 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
                     }
                     Some(_) => {}
                 }
-                for x in origins(w, t, stride) {
-                    let tile = crop(&band, x, 0, t, t);
-                    let raw: Vec<u8> = (0..t)
-                        .flat_map(|r| mband.data[r * w + x..r * w + x + t].iter().copied())
-                        .collect();
-                    let raw = Mask::new(t, t, raw).expect("t*t values");
-                    let unmapped: Vec<u8> = (0..=255u8)
-                        .filter(|&v| lut[v as usize].is_none() && raw.data.contains(&v))
-                        .collect();
-                    if !unmapped.is_empty() {
-                        let mut found = raw.data.clone();
-                        found.sort_unstable();
-                        found.dedup();
-                        let count = |v: u8| raw.data.iter().filter(|&&u| u == v).count() as u64;
-                        return Err(TilesError::UnmappedValues {
-                            values: unmapped
-                                .iter()
-                                .map(|&v| (v, count(v), mask_path.clone()))
-                                .collect(),
-                            suggestion: opts.labels.suggest(&found),
-                        });
-                    }
-                    let empty = (0..t * t)
-                        .filter(|&i| {
-                            lut[raw.data[i] as usize] == Some(Mask::IGNORE)
-                                || is_nodata(&tile, i, nodata)
+                let ctx = TileCtx {
+                    opts,
+                    lut: &lut,
+                    width: w,
+                    stem: &stem,
+                    geo: geo.as_ref(),
+                    scene: scene_path,
+                    mask: mask_path,
+                };
+                let xs = origins(w, t, stride);
+                // Encoding tiles dominates the run: spread one row band's tiles over threads.
+                // Each thread takes a contiguous run of columns, so the manifest order is fixed.
+                let per = xs.len().div_ceil(threads);
+                let results: Vec<Result<RowTiles, TilesError>> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = xs
+                        .chunks(per)
+                        .map(|run| {
+                            let (ctx, band, mband) = (&ctx, &band, &mband);
+                            scope.spawn(move || {
+                                let mut acc = StatsAccumulator::new(band.bands, band.kind());
+                                let recs = run
+                                    .iter()
+                                    .map(|&x| ctx.tile(band, mband, x, y, &mut acc))
+                                    .collect::<Result<Vec<_>, _>>()?;
+                                Ok((recs, acc))
+                            })
                         })
-                        .count();
-                    if empty as f64 > opts.max_empty_fraction * (t * t) as f64 {
-                        skipped += 1;
-                        continue;
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().expect("tile workers do not panic"))
+                        .collect()
+                });
+                for r in results {
+                    let (recs, acc) = r?;
+                    if let Some(total) = stats.as_mut() {
+                        total.merge(&acc);
                     }
-                    let id = format!("{stem}_x{x}_y{y}");
-                    // Neighbouring tiles overlap: split by 2×2-tile blocks so overlaps rarely cross splits.
-                    let block = format!("{stem}@{},{}", x / (2 * t), y / (2 * t));
-                    let split = split_of(opts.seed, &block, opts.val_ratio);
-                    let tile_geo = geo.as_ref().map(|g| g.shifted(x, y));
-                    let img_dir = opts.out.join("images").join(split);
-                    let png_ok = tile.bands <= 4 && tile.kind() != SampleKind::F32;
-                    if tile_geo.is_some() || !png_ok {
-                        let o = TiffOptions {
-                            compression: opts.compression,
-                            ..Default::default()
-                        };
-                        write_geotiff_with(
-                            &img_dir.join(format!("{id}.tif")),
-                            &tile,
-                            tile_geo.as_ref(),
-                            &o,
-                        )?;
-                    } else {
-                        write_png(&img_dir.join(format!("{id}.png")), &tile)?;
+                    for rec in recs {
+                        match rec {
+                            Some(rec) => records.push(rec),
+                            None => skipped += 1,
+                        }
                     }
-                    write_mask_png(
-                        &opts.out.join("masks").join(split).join(format!("{id}.png")),
-                        &raw,
-                    )?;
-                    if split == "train"
-                        && let Some(acc) = stats.as_mut()
-                    {
-                        acc.add(&tile, nodata);
-                    }
-                    records.push(TileRecord {
-                        id,
-                        split: split.into(),
-                        scene: scene_path.clone(),
-                        mask: mask_path.clone(),
-                        x,
-                        y,
-                        width: t,
-                        height: t,
-                        transform: tile_geo.map(|g| g.transform),
-                    });
                 }
             }
         }
@@ -375,6 +348,106 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
             skipped_tiles: skipped,
         })
     })
+}
+
+/// One worker's tiles of a row band (`None` = skipped) and its train statistics.
+type RowTiles = (Vec<Option<TileRecord>>, StatsAccumulator);
+
+/// What cutting one tile needs to know about its scene.
+struct TileCtx<'a> {
+    opts: &'a SceneOptions,
+    lut: &'a [Option<u8>; 256],
+    width: usize,
+    stem: &'a str,
+    geo: Option<&'a GeoRef>,
+    scene: &'a PathBuf,
+    mask: &'a PathBuf,
+}
+
+impl TileCtx<'_> {
+    /// Cuts, checks and writes the tile at column `x` of the row band starting at row `y`;
+    /// `None` when it is skipped as mostly empty. Train tiles are added to `acc`.
+    fn tile(
+        &self,
+        band: &Raster,
+        mband: &Mask,
+        x: usize,
+        y: usize,
+        acc: &mut StatsAccumulator,
+    ) -> Result<Option<TileRecord>, TilesError> {
+        let (opts, lut, w) = (self.opts, self.lut, self.width);
+        let t = opts.tile_size;
+        let nodata = self.geo.and_then(|g| g.nodata);
+        let tile = crop(band, x, 0, t, t);
+        let raw: Vec<u8> = (0..t)
+            .flat_map(|r| mband.data[r * w + x..r * w + x + t].iter().copied())
+            .collect();
+        let raw = Mask::new(t, t, raw).expect("t*t values");
+        let unmapped: Vec<u8> = (0..=255u8)
+            .filter(|&v| lut[v as usize].is_none() && raw.data.contains(&v))
+            .collect();
+        if !unmapped.is_empty() {
+            let mut found = raw.data.clone();
+            found.sort_unstable();
+            found.dedup();
+            let count = |v: u8| raw.data.iter().filter(|&&u| u == v).count() as u64;
+            return Err(TilesError::UnmappedValues {
+                values: unmapped
+                    .iter()
+                    .map(|&v| (v, count(v), self.mask.clone()))
+                    .collect(),
+                suggestion: opts.labels.suggest(&found),
+            });
+        }
+        let empty = (0..t * t)
+            .filter(|&i| {
+                lut[raw.data[i] as usize] == Some(Mask::IGNORE) || is_nodata(&tile, i, nodata)
+            })
+            .count();
+        if empty as f64 > opts.max_empty_fraction * (t * t) as f64 {
+            return Ok(None);
+        }
+        let id = format!("{}_x{x}_y{y}", self.stem);
+        // NOTE: overlapping neighbours share pixels, so tiles are split by 2×2-tile blocks rather
+        // than one by one; only tiles on block borders can overlap a tile of the other split.
+        let block = format!("{}@{},{}", self.stem, x / (2 * t), y / (2 * t));
+        let split = split_of(opts.seed, &block, opts.val_ratio);
+        let tile_geo = self.geo.map(|g| g.shifted(x, y));
+        let img_dir = opts.out.join("images").join(split);
+        let png_ok = tile.bands <= 4 && tile.kind() != SampleKind::F32;
+        if tile_geo.is_some() || !png_ok {
+            let o = TiffOptions {
+                compression: opts.compression,
+                ..Default::default()
+            };
+            write_geotiff_with(
+                &img_dir.join(format!("{id}.tif")),
+                &tile,
+                tile_geo.as_ref(),
+                &o,
+            )?;
+        } else {
+            write_png(&img_dir.join(format!("{id}.png")), &tile)?;
+        }
+        write_mask_png(
+            &opts.out.join("masks").join(split).join(format!("{id}.png")),
+            &raw,
+        )?;
+        if split == "train" {
+            acc.add(&tile, nodata);
+        }
+        Ok(Some(TileRecord {
+            id,
+            split: split.into(),
+            scene: self.scene.clone(),
+            mask: self.mask.clone(),
+            x,
+            y,
+            width: t,
+            height: t,
+            transform: tile_geo.map(|g| g.transform),
+        }))
+    }
 }
 
 fn to_mask(path: &Path, r: &Raster) -> Result<Mask, TilesError> {

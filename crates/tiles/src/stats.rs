@@ -87,6 +87,21 @@ impl StatsAccumulator {
         }
     }
 
+    /// Adds everything `other` has counted (same bands and kind), e.g. from another thread.
+    pub fn merge(&mut self, other: &StatsAccumulator) {
+        debug_assert_eq!(self.kind, other.kind);
+        for (a, b) in self.bands.iter_mut().zip(&other.bands) {
+            a.count += b.count;
+            a.sum += b.sum;
+            a.sum_sq += b.sum_sq;
+            a.min = a.min.min(b.min);
+            a.max = a.max.max(b.max);
+            for (x, y) in a.hist.iter_mut().zip(&b.hist) {
+                *x += y;
+            }
+        }
+    }
+
     fn add_int(&mut self, samples: impl Iterator<Item = u32>, nb: usize, nodata: Option<f64>) {
         // Integer samples only bump histogram bins; sums, min and max come from the histogram.
         let skip = nodata

@@ -58,3 +58,22 @@ fn nodata_is_excluded_and_floats_have_no_percentiles() {
     let s = &acc.finish()[0];
     assert_eq!((s.count, s.mean, s.std, s.p2), (2, 0.5, 2.0, None));
 }
+
+#[test]
+fn merged_accumulators_equal_one_over_all_rasters() {
+    let rasters = [
+        common::u8_raster(6, 6, 2, 4),
+        common::u8_raster(3, 8, 2, 5),
+        common::u8_raster(9, 2, 2, 6),
+    ];
+    let mut one = StatsAccumulator::new(2, tiles::SampleKind::U8);
+    let (mut a, mut b) = (one.clone(), one.clone());
+    for r in &rasters {
+        one.add(r, None);
+    }
+    a.add(&rasters[0], None);
+    b.add(&rasters[1], None);
+    b.add(&rasters[2], None);
+    a.merge(&b);
+    assert_eq!(a.finish(), one.finish());
+}
