@@ -82,6 +82,61 @@ fn clip8(v: i32) -> u8 {
     (v >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
+/// Pillow's 8-bit horizontal pass with precomputed fixed-point taps.
+struct Horizontal {
+    in_w: usize,
+    ks: usize,
+    first: Vec<usize>,
+    len: Vec<usize>,
+    k: Vec<i32>,
+}
+
+impl Horizontal {
+    /// Band count known at compile time: one `[i32; N]` accumulator per output pixel.
+    fn run<const N: usize>(&self, src: &[u8]) -> Vec<u8> {
+        let px = src.as_chunks::<N>().0;
+        let ow = self.first.len();
+        let mut out = Vec::with_capacity(px.len() / self.in_w * ow * N);
+        for row in px.chunks_exact(self.in_w) {
+            for x in 0..ow {
+                let (f, n) = (self.first[x], self.len[x]);
+                let mut ss = [1i32 << (PRECISION_BITS - 1); N];
+                for (p, &w) in row[f..f + n]
+                    .iter()
+                    .zip(&self.k[x * self.ks..x * self.ks + n])
+                {
+                    for b in 0..N {
+                        ss[b] += p[b] as i32 * w;
+                    }
+                }
+                out.extend(ss.map(clip8));
+            }
+        }
+        out
+    }
+
+    fn run_dyn(&self, src: &[u8], c: usize) -> Vec<u8> {
+        let ow = self.first.len();
+        let mut out = Vec::with_capacity(src.len() / self.in_w * ow);
+        for srow in src.chunks_exact(self.in_w * c) {
+            for x in 0..ow {
+                let (f, taps) = (
+                    self.first[x],
+                    &self.k[x * self.ks..x * self.ks + self.len[x]],
+                );
+                for b in 0..c {
+                    let mut ss: i32 = 1 << (PRECISION_BITS - 1);
+                    for (j, &w) in taps.iter().enumerate() {
+                        ss += srow[(f + j) * c + b] as i32 * w;
+                    }
+                    out.push(clip8(ss));
+                }
+            }
+        }
+        out
+    }
+}
+
 /// `Image.resize((ow, oh), BILINEAR)` on u8 `[H, W, C]`: horizontal pass then vertical, each
 /// rounding to u8, exactly as Pillow's 8-bit path does. Output `[oh, ow, C]`.
 pub(crate) fn bilinear_u8(src: &[u8], d: Dims, oh: usize, ow: usize) -> Vec<u8> {
@@ -89,20 +144,19 @@ pub(crate) fn bilinear_u8(src: &[u8], d: Dims, oh: usize, ow: usize) -> Vec<u8> 
     // Horizontal pass (skipped when the width is unchanged, as Pillow does).
     let (tmp, tw) = if ow != d.w {
         let (ks, first, len, k) = bilinear_coeffs(d.w, ow);
-        let k = fixed(&k);
-        let mut tmp = Vec::with_capacity(d.h * ow * c);
-        for srow in src.chunks_exact(d.w * c) {
-            for x in 0..ow {
-                let (f, taps) = (first[x], &k[x * ks..x * ks + len[x]]);
-                for b in 0..c {
-                    let mut ss: i32 = 1 << (PRECISION_BITS - 1);
-                    for (j, &w) in taps.iter().enumerate() {
-                        ss += srow[(f + j) * c + b] as i32 * w;
-                    }
-                    tmp.push(clip8(ss));
-                }
-            }
-        }
+        let h = Horizontal {
+            in_w: d.w,
+            ks,
+            first,
+            len,
+            k: fixed(&k),
+        };
+        let tmp = match c {
+            1 => h.run::<1>(src),
+            3 => h.run::<3>(src),
+            4 => h.run::<4>(src),
+            _ => h.run_dyn(src, c),
+        };
         (tmp, ow)
     } else {
         (src.to_vec(), d.w)

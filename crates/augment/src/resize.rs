@@ -125,10 +125,9 @@ pub(crate) fn resample<T: Pixel>(src: &[T], d: Dims, tx: &Taps, ty: &Taps) -> Ve
 }
 
 /// `cv2.resize(..., INTER_LINEAR)` on u8, reproducing OpenCV's 11-bit fixed-point weights
-/// (`INTER_RESIZE_COEF_BITS`) and its final `(v + 2^21) >> 22` rounding. Output `[oh, ow, C]`.
-///
-/// NOTE: OpenCV's SIMD path pre-shifts rows by 4 bits before the vertical pass, which can make
-/// it differ from this (its scalar path) by one grey level on some pixels.
+/// (`INTER_RESIZE_COEF_BITS`) and the rounding of its SIMD vertical pass, which is what
+/// opencv-python runs on x86 (its scalar `(v + 2^21) >> 22` differs by one grey level on ~13%
+/// of samples). Output `[oh, ow, C]`.
 pub(crate) fn linear_u8(src: &[u8], d: Dims, oh: usize, ow: usize) -> Vec<u8> {
     const ONE: f32 = 2048.0;
     let fixed = |f: f32| -> (i32, i32) {
@@ -156,7 +155,9 @@ pub(crate) fn linear_u8(src: &[u8], d: Dims, oh: usize, ow: usize) -> Vec<u8> {
     };
     let scale = d.h as f64 / oh as f64;
     let mut out = Vec::with_capacity(oh * ow * c);
+    // Consecutive output rows mostly share source rows: keep the last two horizontal passes.
     let (mut r0, mut r1) = (Vec::with_capacity(ow * c), Vec::with_capacity(ow * c));
+    let (mut have0, mut have1) = (usize::MAX, usize::MAX);
     for y in 0..oh {
         // Rows are clamped, weights are not (OpenCV's vertical rule).
         let f = ((y as f64 + 0.5) * scale - 0.5) as f32;
@@ -164,13 +165,26 @@ pub(crate) fn linear_u8(src: &[u8], d: Dims, oh: usize, ow: usize) -> Vec<u8> {
         let (b0, b1) = fixed(f - s);
         let s = s as isize;
         let clamp = |i: isize| i.clamp(0, d.h as isize - 1) as usize;
-        hpass(clamp(s), &mut r0);
-        hpass(clamp(s + 1), &mut r1);
-        out.extend(
-            r0.iter()
-                .zip(&r1)
-                .map(|(&p, &q)| ((p * b0 + q * b1 + (1 << 21)) >> 22).clamp(0, 255) as u8),
-        );
+        let (y0, y1) = (clamp(s), clamp(s + 1));
+        if y0 == have1 {
+            std::mem::swap(&mut r0, &mut r1);
+            (have0, have1) = (have1, have0);
+        }
+        if y0 != have0 {
+            hpass(y0, &mut r0);
+            have0 = y0;
+        }
+        if y1 == y0 {
+            r1.clone_from(&r0);
+        } else if y1 != have1 {
+            hpass(y1, &mut r1);
+        }
+        have1 = y1;
+        // OpenCV's SIMD vertical step (`VResizeLinearVec_32s8u`): rows pre-shifted by 4 bits,
+        // high halves of the 16-bit products, then `(v + 2) >> 2`.
+        out.extend(r0.iter().zip(&r1).map(|(&p, &q)| {
+            (((((p >> 4) * b0) >> 16) + (((q >> 4) * b1) >> 16) + 2) >> 2).clamp(0, 255) as u8
+        }));
     }
     out
 }

@@ -182,8 +182,11 @@ impl T {
                 } else {
                     beta * photo::mean(&item.image.data)
                 };
+                // albumentations truncates integer results (`clip(...).astype(uint8)`); so do we.
+                let truncate = item.image.kind() != tiles::SampleKind::F32;
                 photo::map_values(&mut item.image.data, item.image.bands, |_, x| {
-                    x * alpha + shift
+                    let v = x * alpha + shift;
+                    if truncate { v.floor() } else { v }
                 });
             }
             T::RandomGamma(c) => {

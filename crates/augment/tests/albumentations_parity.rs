@@ -52,26 +52,28 @@ exact! {
 }
 
 #[test]
-fn resize_linear_within_one_grey_level() {
-    // OpenCV's fixed-point INTER_LINEAR on u8; masks nearest and exact.
+fn resize_linear_bit_exact() {
+    // OpenCV's fixed-point INTER_LINEAR on u8 (SIMD rounding); masks nearest. The brief allows
+    // one grey level; we match exactly, so any drift in the rounding shows up here.
     check(
         "Resize_64x80_linear",
         "[[transforms]]\nname = 'Resize'\nheight = 64\nwidth = 80\ninterpolation = 'linear'",
-        1,
+        0,
     );
     check(
         "Resize_20x30_linear",
         "[[transforms]]\nname = 'Resize'\nheight = 20\nwidth = 30\ninterpolation = 'linear'",
-        1,
+        0,
     );
 }
 
 #[test]
-fn brightness_contrast_within_one_grey_level() {
+fn brightness_contrast_bit_exact() {
+    // albumentations truncates `x * 1.1 + 51`; rounding instead would differ on ~1/3 of samples.
     check(
         "RandomBrightnessContrast_b0.2_c0.1",
         "[[transforms]]\nname = 'RandomBrightnessContrast'\np = 1\nbrightness_limit = [0.2, 0.2]\ncontrast_limit = [0.1, 0.1]",
-        1,
+        0,
     );
 }
 
@@ -129,6 +131,7 @@ fn normalize_imagenet_within_1e5() {
     let (shape, want) = fx.f32s("Normalize_imagenet.image");
     assert_eq!(shape, vec![img.height, img.width, img.bands]);
     let (d, i) = max_abs_diff(f32s(&img), &want);
+    eprintln!("Normalize_imagenet: max |diff| {d}");
     assert!(d <= 1e-5, "max |diff| {d} at {i}");
     assert_eq!(mask, Some(fx.mask("Normalize_imagenet.mask")));
 }

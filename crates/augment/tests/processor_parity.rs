@@ -34,6 +34,7 @@ fn check(case: &str, size: (usize, usize), reduce: bool) {
     assert_eq!(shape, vec![1, 3, size.0, size.1]);
     assert_eq!((out.channels, out.height, out.width), (3, size.0, size.1));
     let (d, i) = max_abs_diff(&out.pixel_values, &want);
+    eprintln!("{case}: max |pixel diff| {d}");
     assert!(d <= 0.02, "{case}: max |pixel diff| {d} at {i}");
     let (lshape, labels) = fx.i64s("labels");
     assert_eq!(lshape, vec![1, size.0, size.1]);

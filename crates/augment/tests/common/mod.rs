@@ -101,6 +101,12 @@ pub fn assert_u8_close(got: &[u8], want: &[u8], tol: u8, what: &str) {
     let bad: Vec<usize> = (0..got.len())
         .filter(|&i| got[i].abs_diff(want[i]) > tol)
         .collect();
+    let off = (0..got.len()).filter(|&i| got[i] != want[i]).count();
+    // Shown with --nocapture: how close the match is, not just that it is within tolerance.
+    eprintln!(
+        "{what}: {off} of {} samples differ (tolerance {tol})",
+        got.len()
+    );
     assert!(
         bad.is_empty(),
         "{what}: {} samples differ by more than {tol}; first at {}: got {} want {}",
