@@ -29,6 +29,9 @@ fn rate(budget: Duration, mut f: impl FnMut(u64)) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// A named benchmark body, called with the sample index.
+type Case<'a> = (&'static str, Box<dyn FnMut(u64) + 'a>);
+
 fn main() {
     let budget = Duration::from_secs_f64(
         std::env::var("BENCH_SECS")
@@ -77,7 +80,7 @@ fn main() {
         "augment bench: 512x512 tiles, one thread, {:.1} s per case, tiles/s (input clone included)",
         budget.as_secs_f64()
     );
-    let cases: Vec<(&str, Box<dyn FnMut(u64)>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "rgb u8   clone of tile+mask only (baseline)",
             Box::new(|_| drop(black_box((rgb.clone(), mask.clone())))),

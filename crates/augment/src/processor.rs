@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use tiles::{Mask, Raster, RasterData};
 
 use crate::AugmentError;
-use crate::config::{imagenet_mean, imagenet_std};
 use crate::geometric::Dims;
+use crate::photo_config::{imagenet_mean, imagenet_std};
 use crate::pil;
 use crate::pixel::Pixel;
 use crate::transforms::per_band;

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use augment::Pipeline;
 use safetensors::{Dtype, SafeTensors};
 use tiles::{Mask, Raster, RasterData};
 
@@ -129,4 +130,40 @@ pub fn f32s(r: &Raster) -> &[f32] {
         RasterData::F32(v) => v,
         other => panic!("expected f32 raster, got {}", other.kind()),
     }
+}
+
+/// A `h × w × bands` u16 raster of position-derived samples (`i * 7 mod 65536`).
+pub fn indexed_u16(h: usize, w: usize, bands: usize) -> Raster {
+    Raster::new(
+        w,
+        h,
+        bands,
+        RasterData::U16((0..h * w * bands).map(|i| (i * 7 % 65536) as u16).collect()),
+    )
+    .unwrap()
+}
+
+pub fn indexed_rgb(h: usize, w: usize) -> Raster {
+    Raster::new(
+        w,
+        h,
+        3,
+        RasterData::U8((0..h * w * 3).map(|i| (i * 31 % 251) as u8).collect()),
+    )
+    .unwrap()
+}
+
+pub fn mask_of(h: usize, w: usize) -> Mask {
+    Mask::new(w, h, (0..h * w).map(|i| (i % 5) as u8).collect()).unwrap()
+}
+
+pub fn pipeline(toml: &str) -> Pipeline {
+    Pipeline::from_toml_str(toml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn config_file(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../configs/augment")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
