@@ -81,7 +81,13 @@ pub(crate) struct Item {
 impl Item {
     /// Check that the raster's buffer and the mask agree with their declared sizes.
     pub fn new(image: Raster, mask: Option<Mask>) -> Result<Self, AugmentError> {
-        if image.data.len() != image.width * image.height * image.bands || image.bands == 0 {
+        if image.data.is_empty() {
+            return Err(AugmentError::Shape(format!(
+                "image is empty ({}x{}x{} h x w x bands); skip such samples before augmenting",
+                image.height, image.width, image.bands
+            )));
+        }
+        if image.data.len() != image.width * image.height * image.bands {
             return Err(AugmentError::Shape(format!(
                 "image says {}x{}x{} (h x w x bands) but holds {} samples",
                 image.height,

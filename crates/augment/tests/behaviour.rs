@@ -229,3 +229,20 @@ fn shipped_configs_build() {
         );
     }
 }
+
+#[test]
+fn malformed_samples_are_errors_not_panics() {
+    let p = pipeline(&config_file("default-satellite.toml"));
+    let empty = Raster::new(0, 4, 3, RasterData::U8(vec![])).unwrap();
+    assert!(
+        p.apply_seeded(empty, None, 0, 0, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("empty")
+    );
+    let small_mask = tiles::Mask::new(3, 3, vec![0; 9]).unwrap();
+    let err = p
+        .apply_seeded(indexed_rgb(4, 4), Some(small_mask), 0, 0, 0)
+        .unwrap_err();
+    assert!(matches!(err, AugmentError::Shape(_)), "{err}");
+}

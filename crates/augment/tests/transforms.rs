@@ -330,3 +330,47 @@ fn every_transform_runs_on_rgb_and_multiband() {
     assert_eq!(m.map(|m| m.data.len()), Some(16 * 20));
     assert!(f32s(&out).iter().all(|v| v.is_finite()));
 }
+
+#[test]
+fn tiny_images_never_panic() {
+    // Every transform alone on degenerate sizes: an Ok with a consistent mask, or a clear error.
+    let transforms = [
+        "name = 'HorizontalFlip'\np = 1",
+        "name = 'VerticalFlip'\np = 1",
+        "name = 'RandomRotate90'\np = 1",
+        "name = 'Transpose'\np = 1",
+        "name = 'Rotate'\np = 1",
+        "name = 'Affine'\np = 1\nscale = [0.5, 2]\nshear = 30",
+        "name = 'ShiftScaleRotate'\np = 1\nborder_mode = 'reflect101'",
+        "name = 'RandomScale'\np = 1\nscale_limit = 0.9",
+        "name = 'RandomResizedCrop'\nheight = 3\nwidth = 2",
+        "name = 'RandomCrop'\nheight = 2\nwidth = 2\ncat_max_ratio = 0.5",
+        "name = 'CenterCrop'\nheight = 1\nwidth = 1",
+        "name = 'PadIfNeeded'\nmin_height = 9\nmin_width = 9\nborder_mode = 'reflect101'",
+        "name = 'Resize'\nheight = 5\nwidth = 1\ninterpolation = 'area'",
+        "name = 'Resize'\nheight = 1\nwidth = 4",
+        "name = 'RandomBrightnessContrast'\np = 1\nbrightness_by_max = false",
+        "name = 'RandomGamma'\np = 1",
+        "name = 'HueSaturationValue'\np = 1",
+        "name = 'GaussNoise'\np = 1\nper_channel = false",
+        "name = 'GaussianBlur'\np = 1\nblur_limit = [7, 9]",
+        "name = 'ChannelDropout'\np = 1",
+        "name = 'Normalize'",
+    ];
+    for (h, w) in [(1, 1), (1, 7), (3, 2)] {
+        for t in transforms {
+            let p = pipeline(&format!("[[transforms]]\n{t}"));
+            for img in [indexed_rgb(h, w), indexed_u16(h, w, 4)] {
+                if let Ok((out, m)) = p.apply_seeded(img, Some(mask_of(h, w)), 0, 0, 0) {
+                    let m = m.unwrap();
+                    assert_eq!(
+                        (m.height, m.width),
+                        (out.height, out.width),
+                        "{t} on {h}x{w}"
+                    );
+                    assert_eq!(out.data.len(), out.height * out.width * out.bands, "{t}");
+                }
+            }
+        }
+    }
+}
