@@ -36,6 +36,9 @@ impl PipelineConfig {
 }
 
 /// One transform, selected by its albumentations name (`name = "HorizontalFlip"`).
+///
+/// Images are `[H, W, C]`, masks `[H, W]`; a transform keeps the shape unless its
+/// documentation says otherwise, and the mask always gets the image's new `H × W`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "name")]
 pub enum TransformConfig {
@@ -44,8 +47,9 @@ pub enum TransformConfig {
     /// Mirror top-bottom (image and mask).
     VerticalFlip(Prob),
     /// Rotate by a random number (0–3) of counter-clockwise quarter turns, like `np.rot90`.
+    /// `[H, W, C]` → `[W, H, C]` for odd turns.
     RandomRotate90(Prob),
-    /// Swap rows and columns.
+    /// Swap rows and columns: `[H, W, C]` → `[W, H, C]`.
     Transpose(Prob),
     /// Rotate by a random angle about the centre, keeping the size.
     Rotate(Rotate),
@@ -53,17 +57,19 @@ pub enum TransformConfig {
     Affine(Affine),
     /// albumentations' `ShiftScaleRotate`: an [`TransformConfig::Affine`] with symmetric limits.
     ShiftScaleRotate(ShiftScaleRotate),
-    /// Resize by a random factor.
+    /// Resize by a random factor `s`: `[H, W, C]` → `[round(sH), round(sW), C]`.
     RandomScale(RandomScale),
-    /// Crop a random area and aspect ratio, then resize to `height × width`.
+    /// Crop a random area and aspect ratio, then resize: `[H, W, C]` → `[height, width, C]`.
     RandomResizedCrop(RandomResizedCrop),
-    /// Crop a random `height × width` window (optionally not dominated by one class).
+    /// Crop a random window (optionally not dominated by one class): → `[height, width, C]`.
+    /// An image smaller than the window is an error (put `PadIfNeeded` first).
     RandomCrop(RandomCrop),
-    /// Crop the central `height × width` window.
+    /// Crop the central window: `[H, W, C]` → `[height, width, C]`.
     CenterCrop(CenterCrop),
-    /// Pad (centred) up to at least `min_height × min_width`.
+    /// Pad (centred) up to at least `min_height × min_width`:
+    /// → `[max(H, min_height), max(W, min_width), C]`.
     PadIfNeeded(PadIfNeeded),
-    /// Resize to `height × width`.
+    /// Resize: `[H, W, C]` → `[height, width, C]`.
     Resize(Resize),
     /// Random brightness and contrast: `x * (1 + c) + b * max`.
     RandomBrightnessContrast(RandomBrightnessContrast),

@@ -93,3 +93,16 @@ fn collate_stacks_and_rejects_mismatches() {
     );
     assert!(collate(&[]).is_err());
 }
+
+#[test]
+fn processor_settings_deserialise_with_defaults_and_reject_unknown_keys() {
+    let p: SegformerProcessor =
+        toml::from_str("size = [256, 128]\ndo_reduce_labels = true").unwrap();
+    assert_eq!(p.size, Some((256, 128)));
+    assert!(p.do_reduce_labels && p.do_normalize && p.do_rescale);
+    assert_eq!(p.image_mean, SegformerProcessor::default().image_mean);
+    let err = toml::from_str::<SegformerProcessor>("sise = [1, 1]")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sise") && err.contains("size"), "{err}");
+}
