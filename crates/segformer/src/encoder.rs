@@ -12,7 +12,7 @@ use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 
 use crate::config::{Activation, SegformerConfig};
-use crate::layers::{ConvSpec, DropPath, activate, conv2d, layer_norm, linear};
+use crate::layers::{Compute, ConvSpec, DropPath, activate, conv2d, layer_norm, linear};
 
 /// Conv patch embedding followed by a LayerNorm (`SegformerOverlapPatchEmbeddings`).
 #[derive(Module, Debug)]
@@ -25,8 +25,8 @@ impl<B: Backend> OverlapPatchEmbeddings<B> {
     /// # Shapes
     /// - input: `[batch, in_channels, H, W]`
     /// - output: `([batch, h*w, hidden], h, w)` with `h = (H + 2*(k/2) - k)/stride + 1`
-    fn forward(&self, x: Tensor<B, 4>) -> (Tensor<B, 3>, usize, usize) {
-        let x = self.proj.forward(x);
+    fn forward(&self, x: Tensor<B, 4>, c: Compute) -> (Tensor<B, 3>, usize, usize) {
+        let x = c.conv(&self.proj, x);
         let [_, _, h, w] = x.dims();
         // [B, C, h, w] -> [B, C, h*w] -> [B, h*w, C]
         let x = x.flatten::<3>(2, 3).swap_dims(1, 2);
@@ -59,7 +59,7 @@ impl<B: Backend> EfficientSelfAttention<B> {
     /// # Shapes
     /// - input: `[batch, h*w, hidden]`
     /// - output: `[batch, h*w, hidden]`
-    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize) -> Tensor<B, 3> {
+    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
         let [batch, seq, hidden] = x.dims();
         let head_dim = hidden / self.num_heads;
         // [B, N, C] -> [B, N, heads, d] -> [B, heads, N, d]
@@ -68,29 +68,29 @@ impl<B: Backend> EfficientSelfAttention<B> {
             t.reshape([batch, n, self.num_heads, head_dim])
                 .swap_dims(1, 2)
         };
-        let query = heads(self.q_proj.forward(x.clone()));
+        let query = heads(c.linear(&self.q_proj, x.clone()));
         let kv = match &self.sequence_reduction {
             Some(sr) => {
                 // [B, N, C] -> [B, C, h, w]
                 let map = x.swap_dims(1, 2).reshape([batch, hidden, h, w]);
-                let map = sr.sequence_reduction.forward(map);
+                let map = c.conv(&sr.sequence_reduction, map);
                 // [B, C, h', w'] -> [B, h'*w', C]
                 let reduced = map.flatten::<3>(2, 3).swap_dims(1, 2);
                 sr.layer_norm.forward(reduced)
             }
             None => x,
         };
-        let key = heads(self.k_proj.forward(kv.clone()));
-        let value = heads(self.v_proj.forward(kv));
+        let key = heads(c.linear(&self.k_proj, kv.clone()));
+        let value = heads(c.linear(&self.v_proj, kv));
         // [B, heads, N, d] x [B, heads, d, M] -> [B, heads, N, M]
-        let scores = query.matmul(key.swap_dims(2, 3)) / (head_dim as f64).sqrt();
+        let scores = c.matmul(query, key.swap_dims(2, 3)) / (head_dim as f64).sqrt();
         let probs = self.attention_dropout.forward(softmax(scores, 3));
         // [B, heads, N, d] -> [B, N, heads, d] -> [B, N, C]
         let context = probs
             .matmul(value)
             .swap_dims(1, 2)
             .reshape([batch, seq, hidden]);
-        self.dropout.forward(self.o_proj.forward(context))
+        self.dropout.forward(c.linear(&self.o_proj, context))
     }
 }
 
@@ -114,8 +114,8 @@ impl<B: Backend> MixFfn<B> {
     /// # Shapes
     /// - input: `[batch, h*w, hidden]`
     /// - output: `[batch, h*w, hidden]`
-    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize) -> Tensor<B, 3> {
-        let x = self.fc1.forward(x);
+    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
+        let x = c.linear(&self.fc1, x);
         let [batch, _, channels] = x.dims();
         // [B, N, C'] -> [B, C', h, w]
         let map = x.swap_dims(1, 2).reshape([batch, channels, h, w]);
@@ -127,7 +127,7 @@ impl<B: Backend> MixFfn<B> {
             .flatten::<3>(2, 3)
             .swap_dims(1, 2);
         let x = self.dropout.forward(activate(self.activation, x));
-        self.dropout.forward(self.fc2.forward(x))
+        self.dropout.forward(c.linear(&self.fc2, x))
     }
 }
 
@@ -145,14 +145,14 @@ impl<B: Backend> Block<B> {
     /// # Shapes
     /// - input: `[batch, h*w, hidden]`
     /// - output: `[batch, h*w, hidden]`
-    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize) -> Tensor<B, 3> {
+    fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
         let attn = self
             .attention
-            .forward(self.layernorm_before.forward(x.clone()), h, w);
+            .forward(self.layernorm_before.forward(x.clone()), h, w, c);
         let x = self.drop_path.forward(attn) + x;
         let mlp = self
             .mlp
-            .forward(self.layernorm_after.forward(x.clone()), h, w);
+            .forward(self.layernorm_after.forward(x.clone()), h, w, c);
         self.drop_path.forward(mlp) + x
     }
 }
@@ -256,10 +256,10 @@ impl<B: Backend> Stage<B> {
     /// # Shapes
     /// - input: `[batch, in_channels, H, W]`
     /// - output: `[batch, hidden, h, w]` (h, w: the patch embedding's output size)
-    fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
-        let (mut x, h, w) = self.patch_embeddings.forward(x);
+    fn forward(&self, x: Tensor<B, 4>, c: Compute) -> Tensor<B, 4> {
+        let (mut x, h, w) = self.patch_embeddings.forward(x, c);
         for block in &self.blocks {
-            x = block.forward(x, h, w);
+            x = block.forward(x, h, w, c);
         }
         let x = self.layer_norm.forward(x);
         let [batch, _, hidden] = x.dims();
@@ -286,11 +286,11 @@ impl<B: Backend> Encoder<B> {
     /// # Shapes
     /// - input: `[batch, num_channels, H, W]`
     /// - output: one `[batch, hidden_sizes[i], H_i, W_i]` map per stage (`H_i ≈ H / (4·2^i)`)
-    pub(crate) fn forward(&self, pixel_values: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
+    pub(crate) fn forward(&self, pixel_values: Tensor<B, 4>, c: Compute) -> Vec<Tensor<B, 4>> {
         let mut x = pixel_values;
         let mut hidden_states = Vec::with_capacity(self.stages.len());
         for stage in &self.stages {
-            x = stage.forward(x);
+            x = stage.forward(x, c);
             hidden_states.push(x.clone());
         }
         hidden_states

@@ -1,12 +1,12 @@
 //! Small building blocks shared by the encoder and the decode head: HF-style initialisers,
 //! PyTorch-exact BatchNorm, stochastic depth and the Mix-FFN activations.
 
-use burn::module::{Module, Param, RunningState};
+use burn::module::{Module, Param, ParamId, RunningState};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::activation;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Distribution, Tensor};
+use burn::tensor::{Distribution, FloatDType, Tensor, module};
 
 use crate::config::Activation;
 
@@ -171,5 +171,66 @@ pub(crate) fn activate<B: Backend, const D: usize>(
         Activation::GeluTanh => activation::gelu_approximate(x),
         Activation::Relu => activation::relu(x),
         Activation::Silu => activation::silu(x),
+    }
+}
+
+/// Autocast-style mixed precision: where set, every Linear, Conv2d and attention matmul
+/// runs on inputs and weights cast to this dtype, and its result is cast back to the
+/// input's dtype, so LayerNorm, BatchNorm, softmax and the loss stay in full precision
+/// (PyTorch autocast's rules for these ops).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct Compute(pub Option<FloatDType>);
+
+impl Compute {
+    /// # Shapes
+    /// - x: `[..., d_input]` -> `[..., d_output]`
+    pub(crate) fn linear<B: Backend, const D: usize>(
+        self,
+        layer: &Linear<B>,
+        x: Tensor<B, D>,
+    ) -> Tensor<B, D> {
+        let Some(dt) = self.0 else {
+            return layer.forward(x);
+        };
+        let out = FloatDType::from(x.dtype());
+        let bias = layer.bias.as_ref().map(|b| b.val().cast(dt));
+        module::linear(x.cast(dt), layer.weight.val().cast(dt), bias).cast(out)
+    }
+
+    /// # Shapes
+    /// - x: `[batch, c_in, h, w]` -> `[batch, c_out, h', w']`
+    pub(crate) fn conv<B: Backend>(self, layer: &Conv2d<B>, x: Tensor<B, 4>) -> Tensor<B, 4> {
+        let Some(dt) = self.0 else {
+            return layer.forward(x);
+        };
+        let out = FloatDType::from(x.dtype());
+        // `Param::initialized` keeps the cast weights attached to the autodiff graph.
+        let cast = Conv2d {
+            weight: Param::initialized(ParamId::new(), layer.weight.val().cast(dt)),
+            bias: layer
+                .bias
+                .as_ref()
+                .map(|b| Param::initialized(ParamId::new(), b.val().cast(dt))),
+            stride: layer.stride,
+            kernel_size: layer.kernel_size,
+            dilation: layer.dilation,
+            groups: layer.groups,
+            padding: layer.padding.clone(),
+        };
+        cast.forward(x.cast(dt)).cast(out)
+    }
+
+    /// # Shapes
+    /// - a: `[..., n, k]`, b: `[..., k, m]` -> `[..., n, m]`
+    pub(crate) fn matmul<B: Backend, const D: usize>(
+        self,
+        a: Tensor<B, D>,
+        b: Tensor<B, D>,
+    ) -> Tensor<B, D> {
+        let Some(dt) = self.0 else {
+            return a.matmul(b);
+        };
+        let out = FloatDType::from(a.dtype());
+        a.cast(dt).matmul(b.cast(dt)).cast(out)
     }
 }

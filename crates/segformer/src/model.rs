@@ -8,11 +8,11 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::Backend;
 use burn::tensor::module::interpolate;
 use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{FloatDType, Int, Tensor};
 
 use crate::config::SegformerConfig;
 use crate::encoder::Encoder;
-use crate::layers::{BatchNorm2d, ConvSpec, conv2d, linear};
+use crate::layers::{BatchNorm2d, Compute, ConvSpec, conv2d, linear};
 use crate::loss;
 
 /// Bilinear resize with PyTorch's `align_corners = False` (burn defaults to `true`).
@@ -77,7 +77,7 @@ impl<B: Backend> DecodeHead<B> {
     /// # Shapes
     /// - input: the encoder maps `[batch, hidden_sizes[i], H_i, W_i]`
     /// - output: `[batch, num_labels, H_0, W_0]`
-    pub(crate) fn forward(&self, hidden_states: &[Tensor<B, 4>]) -> Tensor<B, 4> {
+    pub(crate) fn forward(&self, hidden_states: &[Tensor<B, 4>], c: Compute) -> Tensor<B, 4> {
         let [_, _, h0, w0] = hidden_states[0].dims();
         let mut upsampled: Vec<Tensor<B, 4>> = hidden_states
             .iter()
@@ -86,7 +86,7 @@ impl<B: Backend> DecodeHead<B> {
                 let [batch, channels, h, w] = x.dims();
                 // [B, C, h, w] -> [B, h*w, C] -> [B, h*w, D]
                 let x = x.clone().reshape([batch, channels, h * w]).swap_dims(1, 2);
-                let x = mlp.proj.forward(x);
+                let x = c.linear(&mlp.proj, x);
                 let d = x.dims()[2];
                 // [B, h*w, D] -> [B, D, h, w]
                 let x = x.swap_dims(1, 2).reshape([batch, d, h, w]);
@@ -95,9 +95,9 @@ impl<B: Backend> DecodeHead<B> {
             .collect();
         // HF concatenates the deepest stage first.
         upsampled.reverse();
-        let x = self.linear_fuse.forward(Tensor::cat(upsampled, 1));
+        let x = c.conv(&self.linear_fuse, Tensor::cat(upsampled, 1));
         let x = relu(self.batch_norm.forward(x));
-        self.classifier.forward(self.dropout.forward(x))
+        c.conv(&self.classifier, self.dropout.forward(x))
     }
 }
 
@@ -113,6 +113,8 @@ pub struct Segformer<B: Backend> {
     pub(crate) decode_head: DecodeHead<B>,
     #[module(skip)]
     config: SegformerConfig,
+    #[module(skip)]
+    compute: Compute,
 }
 
 impl<B: Backend> Segformer<B> {
@@ -122,6 +124,7 @@ impl<B: Backend> Segformer<B> {
             segformer: Encoder::new(config, device),
             decode_head: DecodeHead::new(config, device),
             config: config.clone(),
+            compute: Compute::default(),
         }
     }
 
@@ -144,8 +147,11 @@ impl<B: Backend> Segformer<B> {
         &self,
         pixel_values: Tensor<B, 4>,
     ) -> (Tensor<B, 4>, Vec<Tensor<B, 4>>) {
-        let hidden_states = self.segformer.forward(pixel_values);
-        (self.decode_head.forward(&hidden_states), hidden_states)
+        let hidden_states = self.segformer.forward(pixel_values, self.compute);
+        (
+            self.decode_head.forward(&hidden_states, self.compute),
+            hidden_states,
+        )
     }
 
     /// The encoder stage outputs only (`SegformerModel(..., output_hidden_states=True)`).
@@ -154,7 +160,7 @@ impl<B: Backend> Segformer<B> {
     /// - pixel_values: `[batch, num_channels, H, W]`
     /// - output: `[batch, hidden_sizes[i], H/(4·2^i), W/(4·2^i)]` for each stage `i`
     pub fn encode(&self, pixel_values: Tensor<B, 4>) -> Vec<Tensor<B, 4>> {
-        self.segformer.forward(pixel_values)
+        self.segformer.forward(pixel_values, self.compute)
     }
 
     /// HF's segmentation loss: logits are upsampled bilinearly (`align_corners = false`) to
@@ -178,6 +184,21 @@ impl<B: Backend> Segformer<B> {
         } else {
             loss::cross_entropy(logits, labels, ignore)
         }
+    }
+
+    /// Mixed precision hook: with `Some(BF16 | F16)` every Linear, Conv2d and attention
+    /// matmul runs on inputs and weights cast to that dtype, with results cast back to the
+    /// parameters' dtype before LayerNorm, BatchNorm, softmax and the loss (PyTorch
+    /// autocast's rules). Parameters and gradients stay in full precision. `None` (the
+    /// default) runs everything in the parameters' dtype.
+    pub fn with_compute_dtype(mut self, dtype: Option<FloatDType>) -> Self {
+        self.compute = Compute(dtype);
+        self
+    }
+
+    /// The mixed-precision compute dtype, if any (see [`Segformer::with_compute_dtype`]).
+    pub fn compute_dtype(&self) -> Option<FloatDType> {
+        self.compute.0
     }
 
     /// The configuration the model was built from.
