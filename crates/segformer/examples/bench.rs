@@ -24,18 +24,35 @@ fn main() {
     let device = Default::default();
 
     let model = config.init::<Flex>(&device).expect("valid preset");
-    println!("mit-{preset}: {} parameters (incl. BatchNorm running stats), input [{batch}, 3, {size}, {size}]", model.num_params());
-    let x = Tensor::<Flex, 4>::random([batch, 3, size, size], Distribution::Normal(0.0, 1.0), &device);
+    println!(
+        "mit-{preset}: {} parameters (incl. BatchNorm running stats), input [{batch}, 3, {size}, {size}]",
+        model.num_params()
+    );
+    let x = Tensor::<Flex, 4>::random(
+        [batch, 3, size, size],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
     let _ = model.forward(x.clone()).into_data(); // warm-up
     let start = Instant::now();
     for _ in 0..iters {
         let _ = model.forward(x.clone()).into_data();
     }
     let eval = start.elapsed().as_secs_f64() / iters as f64;
-    println!("eval forward: {:.1} ms/batch, {:.1} images/s", eval * 1e3, batch as f64 / eval);
+    println!(
+        "eval forward: {:.1} ms/batch, {:.1} images/s",
+        eval * 1e3,
+        batch as f64 / eval
+    );
 
-    let model = config.init::<Autodiff<Flex>>(&device).expect("valid preset");
-    let x = Tensor::<Autodiff<Flex>, 4>::random([batch, 3, size, size], Distribution::Normal(0.0, 1.0), &device);
+    let model = config
+        .init::<Autodiff<Flex>>(&device)
+        .expect("valid preset");
+    let x = Tensor::<Autodiff<Flex>, 4>::random(
+        [batch, 3, size, size],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
     let labels = Tensor::<Autodiff<Flex>, 3, Int>::zeros([batch, size, size], &device);
     let step = || {
         let loss = model.loss(model.forward(x.clone()), labels.clone());
@@ -47,5 +64,9 @@ fn main() {
         step();
     }
     let train = start.elapsed().as_secs_f64() / iters as f64;
-    println!("train forward+backward: {:.1} ms/batch, {:.1} images/s", train * 1e3, batch as f64 / train);
+    println!(
+        "train forward+backward: {:.1} ms/batch, {:.1} images/s",
+        train * 1e3,
+        batch as f64 / train
+    );
 }
