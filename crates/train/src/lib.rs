@@ -1,15 +1,46 @@
-//! The segfit training loop: AdamW with PyTorch semantics, schedules, mixed precision,
-//! gradient accumulation, streaming metrics, atomic checkpoints and exact resume.
+//! The segfit training loop: AdamW with PyTorch semantics, schedules, gradient accumulation,
+//! streaming metrics, atomic checkpoints and exact resume.
+//!
+//! ```no_run
+//! use burn::backend::{Autodiff, Flex};
+//! use train::{RunOptions, TrainConfig};
+//!
+//! let cfg = TrainConfig::from_toml_str(
+//!     "[model]\npreset = \"mit-b0\"\n[data]\nroot = \"data/synthetic\"\nsize = [128, 128]\n",
+//!     &["train.epochs=2".to_string()],
+//! )?;
+//! let opts = RunOptions { run_dir: "runs/demo".into(), resume: false };
+//! let summary = train::train::<Autodiff<Flex>>(&cfg, &opts, &Default::default())?;
+//! println!("val mIoU {:?}", summary.last_eval.map(|e| e.metrics.miou));
+//! # Ok::<(), train::TrainError>(())
+//! ```
 #![deny(missing_docs)]
 
+mod checkpoint;
+mod config;
+mod data;
+mod error;
 mod io;
 mod metrics;
+mod model;
 mod optim;
+mod plot;
+mod report;
 mod scaler;
 mod schedule;
+mod trainer;
 
+pub use checkpoint::{TrainerState, load_trainer_state, save_checkpoint};
+pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
+pub use data::{Loader, SampleSource, epoch_order};
+pub use error::TrainError;
 pub use io::{replace_dir, write_atomic};
 pub use metrics::{ConfusionMatrix, SegMetrics};
+pub use model::{build_model, preset, upsample_logits};
 pub use optim::{AdamW, AdamWConfig, StepStats};
+pub use report::{EpochRecord, Reporter, StepRecord};
 pub use scaler::GradScaler;
 pub use schedule::{ScheduleConfig, ScheduleKind};
+pub use trainer::{
+    EvalResult, RunOptions, RunSummary, can_resume, evaluate_model, predict_classes, train,
+};

@@ -1,0 +1,91 @@
+//! Building the model a config asks for: a preset, or an HF directory's weights.
+
+use burn::tensor::Tensor;
+use burn::tensor::backend::Backend;
+use burn::tensor::module::interpolate;
+use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
+use segformer::{LoadReport, Segformer, SegformerConfig};
+
+use crate::config::ModelConfig;
+use crate::error::TrainError;
+
+/// The architecture of a preset name: `mit-b0` … `mit-b5`, or `mit-tiny` (a small 4-stage
+/// model for tests and quick CPU runs).
+pub fn preset(name: &str) -> Result<SegformerConfig, TrainError> {
+    Ok(match name.to_ascii_lowercase().replace('_', "-").as_str() {
+        "mit-b0" | "b0" => SegformerConfig::mit_b0(),
+        "mit-b1" | "b1" => SegformerConfig::mit_b1(),
+        "mit-b2" | "b2" => SegformerConfig::mit_b2(),
+        "mit-b3" | "b3" => SegformerConfig::mit_b3(),
+        "mit-b4" | "b4" => SegformerConfig::mit_b4(),
+        "mit-b5" | "b5" => SegformerConfig::mit_b5(),
+        "mit-tiny" | "tiny" => {
+            let mut c = SegformerConfig::mit_b0();
+            c.depths = vec![1, 1, 1, 1];
+            c.hidden_sizes = vec![16, 32, 64, 128];
+            c.num_attention_heads = vec![1, 2, 4, 8];
+            c.decoder_hidden_size = 64;
+            c
+        }
+        other => {
+            return Err(TrainError::Config(format!(
+                "`model.preset` = \"{other}\" is not a known model; use one of mit-b0, mit-b1, mit-b2, mit-b3, mit-b4, mit-b5, mit-tiny"
+            )));
+        }
+    })
+}
+
+/// The model for `cfg` with `class_names` outputs and `bands` input channels, and the load
+/// report when weights came from a pretrained directory.
+pub fn build_model<B: Backend>(
+    cfg: &ModelConfig,
+    class_names: &[String],
+    bands: usize,
+    device: &B::Device,
+) -> Result<(Segformer<B>, Option<LoadReport>), TrainError> {
+    let base = match &cfg.pretrained {
+        Some(dir) => segformer::read_config(dir)?,
+        None => preset(&cfg.preset)?,
+    };
+    let mut config = base.with_labels(class_names.to_vec());
+    if let Some(r) = cfg.drop_path_rate {
+        config.drop_path_rate = r;
+    }
+    if let Some(p) = cfg.classifier_dropout_prob {
+        config.classifier_dropout_prob = p;
+    }
+    if cfg.pretrained.is_none() {
+        config = config.with_num_channels(bands);
+    } else if config.num_channels != bands {
+        return Err(TrainError::Config(format!(
+            "the pretrained model in {} takes {} input bands but the dataset images have {bands}; \
+             use a dataset with {} bands or train from a preset (drop `model.pretrained`)",
+            cfg.pretrained.as_ref().unwrap().display(),
+            config.num_channels,
+            config.num_channels
+        )));
+    }
+    match &cfg.pretrained {
+        Some(dir) => {
+            let (model, report) = segformer::load_pretrained::<B>(dir, &config, device)?;
+            Ok((model, Some(report)))
+        }
+        None => Ok((config.init::<B>(device)?, None)),
+    }
+}
+
+/// Logits upsampled bilinearly (`align_corners = false`, like HF's post-processing) to `size`.
+///
+/// # Shapes
+/// `[batch, classes, h, w]` → `[batch, classes, size[0], size[1]]`
+pub fn upsample_logits<B: Backend>(logits: Tensor<B, 4>, size: [usize; 2]) -> Tensor<B, 4> {
+    let [_, _, h, w] = logits.dims();
+    if [h, w] == size {
+        return logits;
+    }
+    interpolate(
+        logits,
+        size,
+        InterpolateOptions::new(InterpolateMode::Bilinear).with_align_corners(false),
+    )
+}

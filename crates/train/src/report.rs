@@ -1,0 +1,367 @@
+//! What the user sees: a progress bar, one line per epoch, `metrics.jsonl`, `metrics.csv`, PNG
+//! plots of the curves and an overlay grid of validation predictions.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::tensor::backend::Backend;
+use indicatif::{ProgressBar, ProgressStyle};
+use segformer::Segformer;
+use serde::Serialize;
+use tiles::Raster;
+
+use crate::config::TrainConfig;
+use crate::data::SampleSource;
+use crate::error::TrainError;
+use crate::io::write_atomic;
+use crate::metrics::SegMetrics;
+use crate::plot::{Canvas, class_colour, line_chart};
+use crate::trainer::{batch_tensors, predict_classes};
+
+/// One logged optimizer step.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRecord {
+    /// Epoch (0-based).
+    pub epoch: usize,
+    /// Optimizer step (1-based).
+    pub step: u64,
+    /// Training loss of the step (mean over its micro-batches).
+    pub loss: f64,
+    /// Learning rate used.
+    pub lr: f64,
+    /// Training throughput so far in the epoch.
+    pub images_per_s: f64,
+}
+
+/// One epoch's summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpochRecord {
+    /// Epoch (0-based).
+    pub epoch: usize,
+    /// Optimizer steps at its end.
+    pub step: u64,
+    /// Mean training loss.
+    pub train_loss: f64,
+    /// Mean validation loss.
+    pub val_loss: f64,
+    /// Validation metrics.
+    pub metrics: SegMetrics,
+    /// Wall time of the epoch, validation included.
+    pub seconds: f64,
+}
+
+/// Writes the run's logs and shows progress.
+pub struct Reporter {
+    dir: PathBuf,
+    class_names: Vec<String>,
+    show: bool,
+    log_every: u64,
+    steps_per_epoch: u64,
+    bar: Option<ProgressBar>,
+    jsonl: File,
+    epochs: Vec<(usize, f64, f64, f64)>,
+    steps: Vec<(u64, f64)>,
+}
+
+impl Reporter {
+    /// Opens the run directory's logs; on resume, drops log records past `resume_step` (the
+    /// killed run may have logged steps the checkpoint does not hold).
+    pub fn new(
+        dir: &Path,
+        cfg: &TrainConfig,
+        class_names: &[String],
+        resume: bool,
+        resume_step: u64,
+    ) -> Result<Self, TrainError> {
+        write_atomic(&dir.join("config.toml"), cfg.to_toml_string().as_bytes())
+            .map_err(|e| TrainError::io(dir, e))?;
+        let path = dir.join("metrics.jsonl");
+        let mut epochs = Vec::new();
+        let mut steps = Vec::new();
+        if resume && path.exists() {
+            let text = std::fs::read_to_string(&path).map_err(|e| TrainError::io(&path, e))?;
+            let mut kept = String::new();
+            for line in text.lines() {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                if v["step"].as_u64().unwrap_or(u64::MAX) > resume_step {
+                    continue;
+                }
+                match v["kind"].as_str() {
+                    Some("epoch") => epochs.push((
+                        v["epoch"].as_u64().unwrap_or(0) as usize,
+                        v["train_loss"].as_f64().unwrap_or(f64::NAN),
+                        v["val_loss"].as_f64().unwrap_or(f64::NAN),
+                        v["metrics"]["miou"].as_f64().unwrap_or(f64::NAN),
+                    )),
+                    Some("step") => steps.push((
+                        v["step"].as_u64().unwrap_or(0),
+                        v["loss"].as_f64().unwrap_or(f64::NAN),
+                    )),
+                    _ => {}
+                }
+                kept.push_str(line);
+                kept.push('\n');
+            }
+            write_atomic(&path, kept.as_bytes()).map_err(|e| TrainError::io(&path, e))?;
+        } else if path.exists() {
+            std::fs::remove_file(&path).map_err(|e| TrainError::io(&path, e))?;
+        }
+        let jsonl = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| TrainError::io(&path, e))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            class_names: class_names.to_vec(),
+            show: cfg.train.progress,
+            log_every: cfg.train.log_every.max(1) as u64,
+            steps_per_epoch: 0,
+            bar: None,
+            jsonl,
+            epochs,
+            steps,
+        })
+    }
+
+    /// A message above the progress bar.
+    pub fn note(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(msg),
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    fn bar(&mut self, len: u64, prefix: String) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        if self.show {
+            let b = ProgressBar::new(len);
+            b.set_style(
+                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ETA {eta}")
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+            b.set_prefix(prefix);
+            self.bar = Some(b);
+        }
+    }
+
+    /// A new training epoch of `steps` optimizer steps.
+    pub fn start_epoch(&mut self, epoch: usize, steps: usize) {
+        self.steps_per_epoch = steps as u64;
+        self.bar(steps as u64, format!("epoch {epoch}"));
+    }
+
+    /// Validation over `batches` batches.
+    pub fn start_eval(&mut self, batches: usize) {
+        self.bar(batches as u64, "val".to_string());
+    }
+
+    /// One validation batch done.
+    pub fn eval_batch(&mut self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
+    /// One optimizer step done.
+    pub fn step(&mut self, rec: &StepRecord) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+            b.set_message(format!(
+                "loss {:.4} lr {:.2e} {:.1} img/s",
+                rec.loss, rec.lr, rec.images_per_s
+            ));
+        }
+        self.steps.push((rec.step, rec.loss));
+        if rec.step % self.log_every == 0 {
+            self.append("step", rec);
+        }
+    }
+
+    fn append<T: Serialize>(&mut self, kind: &str, rec: &T) {
+        let mut v = serde_json::to_value(rec).unwrap_or_default();
+        v["kind"] = kind.into();
+        // NOTE: a failed log write must not kill a training run; it is reported once per line.
+        if let Err(e) = writeln!(self.jsonl, "{v}") {
+            self.note(&format!("warning: cannot append to metrics.jsonl: {e}"));
+        }
+    }
+
+    /// An epoch's summary: printed, logged, and the CSV and plots refreshed.
+    pub fn epoch(&mut self, rec: &EpochRecord) -> Result<(), TrainError> {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        let per_class: Vec<String> = self
+            .class_names
+            .iter()
+            .zip(&rec.metrics.iou)
+            .map(|(n, v)| format!("{n} {v:.3}"))
+            .collect();
+        eprintln!(
+            "epoch {:>3}  step {:>6}  train_loss {:.4}  val_loss {:.4}  mIoU {:.4}  acc {:.4}  IoU [{}]  ({:.1} s)",
+            rec.epoch,
+            rec.step,
+            rec.train_loss,
+            rec.val_loss,
+            rec.metrics.miou,
+            rec.metrics.pixel_accuracy,
+            per_class.join(", "),
+            rec.seconds
+        );
+        self.append("epoch", rec);
+        let _ = self.jsonl.flush();
+        self.epochs
+            .push((rec.epoch, rec.train_loss, rec.val_loss, rec.metrics.miou));
+        let mut csv = String::from("epoch,step,train_loss,val_loss,miou,pixel_accuracy,mean_f1");
+        for n in &self.class_names {
+            csv.push_str(&format!(",iou_{n}"));
+        }
+        csv.push('\n');
+        // Only the current epoch has per-class values in memory; earlier rows come from the log.
+        for line in std::fs::read_to_string(self.dir.join("metrics.jsonl"))
+            .unwrap_or_default()
+            .lines()
+        {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if v["kind"] != "epoch" {
+                continue;
+            }
+            let m = &v["metrics"];
+            csv.push_str(&format!(
+                "{},{},{},{},{},{},{}",
+                v["epoch"],
+                v["step"],
+                v["train_loss"],
+                v["val_loss"],
+                m["miou"],
+                m["pixel_accuracy"],
+                m["mean_f1"]
+            ));
+            for i in 0..self.class_names.len() {
+                csv.push_str(&format!(",{}", m["iou"][i]));
+            }
+            csv.push('\n');
+        }
+        let path = self.dir.join("metrics.csv");
+        write_atomic(&path, csv.replace("null", "").as_bytes())
+            .map_err(|e| TrainError::io(&path, e))?;
+        self.plots()
+    }
+
+    fn plots(&self) -> Result<(), TrainError> {
+        let spe = self.steps_per_epoch.max(1) as f64;
+        let step_loss: Vec<(f64, f64)> = self
+            .steps
+            .iter()
+            .map(|&(s, l)| (s as f64 / spe, l))
+            .collect();
+        let train: Vec<(f64, f64)> = self
+            .epochs
+            .iter()
+            .map(|e| (e.0 as f64 + 1.0, e.1))
+            .collect();
+        let val: Vec<(f64, f64)> = self
+            .epochs
+            .iter()
+            .map(|e| (e.0 as f64 + 1.0, e.2))
+            .collect();
+        let miou: Vec<(f64, f64)> = self
+            .epochs
+            .iter()
+            .map(|e| (e.0 as f64 + 1.0, e.3))
+            .collect();
+        let loss = line_chart(
+            "loss",
+            &[("step", step_loss), ("train", train), ("val", val)],
+        );
+        self.write_png("loss.png", &loss)?;
+        self.write_png("miou.png", &line_chart("miou", &[("val", miou)]))
+    }
+
+    fn write_png(&self, name: &str, r: &Raster) -> Result<(), TrainError> {
+        let dir = self.dir.join("plots");
+        std::fs::create_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
+        tiles::write_png(&dir.join(name), r)?;
+        Ok(())
+    }
+
+    /// A grid of image | ground truth | prediction for the first `n` validation tiles.
+    pub fn overlays<B: Backend>(
+        &self,
+        model: &Segformer<B>,
+        val: &Arc<SampleSource>,
+        n: usize,
+        epoch: usize,
+    ) -> Result<(), TrainError> {
+        let n = n.min(val.dataset.len());
+        if n == 0 {
+            return Ok(());
+        }
+        let device = model.devices().into_iter().next().unwrap_or_default();
+        let items = (0..n)
+            .map(|i| val.load(0, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (h, w) = (items[0].height, items[0].width);
+        let cell = 160usize;
+        let mut canvas = Canvas::new(cell * 3 + 8, (cell + 4) * n + 4);
+        for (row, item) in items.iter().enumerate() {
+            let batch = augment::collate(std::slice::from_ref(item))?;
+            let (x, _) = batch_tensors::<B>(&batch, &device);
+            let pred: Vec<i64> = predict_classes(model.forward(x), [h, w])
+                .into_data()
+                .convert::<i64>()
+                .to_vec()
+                .unwrap_or_default();
+            let p = &val.processor;
+            let rgb = |yy: usize, xx: usize| -> [u8; 3] {
+                let mut c = [0u8; 3];
+                for (k, v) in c.iter_mut().enumerate() {
+                    let band = k.min(item.channels - 1);
+                    let z = item.pixel_values[(band * h + yy) * w + xx];
+                    let (m, s) = (
+                        p.image_mean.get(band).copied().unwrap_or(0.0),
+                        p.image_std.get(band).copied().unwrap_or(1.0),
+                    );
+                    *v = ((z * s + m) * 255.0).clamp(0.0, 255.0) as u8;
+                }
+                c
+            };
+            let top = row * (cell + 4) + 4;
+            for cy in 0..cell {
+                for cx in 0..cell {
+                    let (yy, xx) = (cy * h / cell, cx * w / cell);
+                    let img = rgb(yy, xx);
+                    let gt = item.labels.as_ref().map(|l| l[yy * w + xx]).unwrap_or(255);
+                    let pr = pred.get(yy * w + xx).copied().unwrap_or(0).clamp(0, 254) as u8;
+                    let blend = |c: [u8; 3]| -> [u8; 3] {
+                        [0, 1, 2].map(|k| ((img[k] as u16 + c[k] as u16 * 2) / 3) as u8)
+                    };
+                    let (x, y) = (cx as i64, (top + cy) as i64);
+                    canvas.set(x, y, img);
+                    canvas.set(x + cell as i64 + 4, y, blend(class_colour(gt)));
+                    canvas.set(x + 2 * cell as i64 + 8, y, blend(class_colour(pr)));
+                }
+            }
+        }
+        let _ = epoch;
+        self.write_png("overlays.png", &canvas.into_raster())
+    }
+
+    /// Clears the progress bar.
+    pub fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
