@@ -101,7 +101,7 @@ impl T {
                     angle,
                     scale,
                     shear,
-                    (tx * w, ty * h),
+                    shift_px(tx, ty, w, h),
                 );
                 warp_item(
                     item,
@@ -125,7 +125,7 @@ impl T {
                     angle,
                     scale,
                     (0.0, 0.0),
-                    (tx * w, ty * h),
+                    shift_px(tx, ty, w, h),
                 );
                 warp_item(
                     item,
@@ -195,8 +195,11 @@ impl T {
                 let (lo, hi) = gamma_range(c.gamma_limit);
                 let g = rng.uniform(lo, hi) / 100.0;
                 let max = item.image.kind().max_value();
+                // Truncated on integer images, as albumentations' lookup table is.
+                let truncate = item.image.kind() != tiles::SampleKind::F32;
                 photo::map_values(&mut item.image.data, item.image.bands, |_, x| {
-                    max * (x.max(0.0) / max).powf(g)
+                    let v = max * (x.max(0.0) / max).powf(g);
+                    if truncate { v.floor() } else { v }
                 });
             }
             T::HueSaturationValue(c) => {
@@ -325,4 +328,13 @@ pub(crate) fn per_band(
         }
     };
     Ok((spread(mean, "mean")?, spread(std, "std")?))
+}
+
+/// A shift given as fractions of the size, in whole pixels: albumentations converts
+/// `translate_percent` with Python's `int()` (truncation toward zero) before warping. The
+/// fractions arrive as f32, so allow for their representation error before truncating
+/// (0.05 × 50 must give 2, not 2.0000001 → 2, and 0.7 × 10 must give 7, not 6.9999998 → 6).
+fn shift_px(tx: f64, ty: f64, w: f64, h: f64) -> (f64, f64) {
+    let int = |v: f64| v.signum() * (v.abs() + 1e-3).floor();
+    (int(tx * w), int(ty * h))
 }

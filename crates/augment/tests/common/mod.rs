@@ -28,9 +28,12 @@ pub struct Tensor {
 
 impl Tensors {
     pub fn open(case: &str) -> Self {
-        let path = fixture_dir(case).join("expected.safetensors");
+        Self::open_path(&fixture_dir(case).join("expected.safetensors"))
+    }
+
+    pub fn open_path(path: &std::path::Path) -> Self {
         let bytes =
-            std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         Self { bytes }
     }
 
