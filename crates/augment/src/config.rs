@@ -182,7 +182,8 @@ pub struct Affine {
     /// Zoom factor range; a number means exactly that factor (default 1).
     #[serde(default = "unit")]
     pub scale: Limit,
-    /// Shift as a fraction of width/height; a number `x` means `[-x, x]` (default 0).
+    /// Shift as a fraction of width/height; a number `x` means `[-x, x]` (default 0). Like
+    /// albumentations, the shift is truncated to whole pixels (`int(fraction * size)`).
     #[serde(default = "zero")]
     pub translate_percent: Limit,
     /// Rotation in degrees; a number `x` means `[-x, x]` (default 0).
@@ -218,7 +219,8 @@ pub struct ShiftScaleRotate {
     /// Probability (default 0.5).
     #[serde(default = "half")]
     pub p: f32,
-    /// Shift as a fraction of the size; a number `x` means `[-x, x]` (default 0.0625).
+    /// Shift as a fraction of the size, truncated to whole pixels; a number `x` means `[-x, x]`
+    /// (default 0.0625).
     #[serde(default = "shift_limit")]
     pub shift_limit: Limit,
     /// Zoom minus one; a number `x` means a factor in `[1 - x, 1 + x]` (default 0.1).
