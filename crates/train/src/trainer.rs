@@ -225,8 +225,9 @@ pub fn train<B: AutodiffBackend>(
         let mut epoch_loss = (0.0f64, 0usize);
         let started = Instant::now();
         let mut images = 0usize;
+        let first_batch = state.next_batch;
         for (offset, batch) in loader.enumerate() {
-            let b = state.next_batch + offset;
+            let b = first_batch + offset;
             let batch = batch?;
             let group_start = b / t.accumulation_steps * t.accumulation_steps;
             let group_len = t.accumulation_steps.min(batches_per_epoch - group_start);
