@@ -19,6 +19,7 @@
 mod checkpoint;
 mod config;
 mod data;
+mod device;
 mod error;
 mod io;
 mod metrics;
@@ -33,6 +34,7 @@ mod trainer;
 pub use checkpoint::{TrainerState, load_trainer_state, save_checkpoint};
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
 pub use data::{Loader, SampleSource, epoch_order};
+pub use device::{Device, run};
 pub use error::TrainError;
 pub use io::{replace_dir, write_atomic};
 pub use metrics::{ConfusionMatrix, SegMetrics};

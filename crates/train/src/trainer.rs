@@ -13,7 +13,7 @@ use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::ToElement;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 use segformer::Segformer;
 use tiles::SegDataset;
 
@@ -146,15 +146,12 @@ pub fn train<B: AutodiffBackend>(
     std::fs::create_dir_all(&opts.run_dir).map_err(|e| TrainError::io(&opts.run_dir, e))?;
     let data = resolve_data(cfg)?;
     let t = &cfg.train;
-    if t.precision != Precision::F32 {
-        return Err(TrainError::Config(
-            format!(
-                "`train.precision = \"{:?}\"` is not available in this build yet; use \"f32\"",
-                t.precision
-            )
-            .to_lowercase(),
-        ));
-    }
+    let compute = match t.precision {
+        Precision::F32 => None,
+        Precision::Bf16 => Some(FloatDType::BF16),
+        Precision::F16 => Some(FloatDType::F16),
+    };
+    let use_scaler = t.precision == Precision::F16;
 
     B::seed(device, t.seed);
     let (mut model, report) = build_model::<B>(&cfg.model, &data.class_names, data.bands, device)?;
@@ -182,6 +179,7 @@ pub fn train<B: AutodiffBackend>(
             })?;
         state = s;
     }
+    let mut model = model.with_compute_dtype(compute);
     let mut reporter = Reporter::new(
         &opts.run_dir,
         cfg,
@@ -240,7 +238,13 @@ pub fn train<B: AutodiffBackend>(
             let loss_value = loss.clone().into_scalar().to_f64();
             if loss_value.is_finite() {
                 group_loss += loss_value / group_len as f64;
-                let grads = loss.div_scalar(group_len as f64).backward();
+                // f16: scale the loss so small gradients survive; AdamW unscales them.
+                let scale = if use_scaler {
+                    state.scaler.scale()
+                } else {
+                    1.0
+                };
+                let grads = loss.mul_scalar(scale / group_len as f64).backward();
                 accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
             } else {
                 group_finite = false; // the graph is dropped here, unused
@@ -253,8 +257,13 @@ pub fn train<B: AutodiffBackend>(
             let lr = cfg
                 .schedule
                 .lr(cfg.optimizer.lr, state.step as usize, total_steps as usize);
+            let grad_scale = if use_scaler {
+                1.0 / state.scaler.scale()
+            } else {
+                1.0
+            };
             let applied = if group_finite {
-                let (m, stats) = optim.step(lr, model, grads, 1.0);
+                let (m, stats) = optim.step(lr, model, grads, grad_scale);
                 model = m;
                 stats.applied
             } else {
@@ -262,7 +271,20 @@ pub fn train<B: AutodiffBackend>(
             };
             state.step += 1;
             state.next_batch = b + 1;
-            if applied {
+            // GradScaler semantics: an f16 overflow halves the scale and skips the step; it only
+            // counts towards divergence when the loss itself was not finite.
+            let overflow_only = use_scaler && group_finite && !applied;
+            if use_scaler {
+                state.scaler.update(applied);
+            }
+            if overflow_only {
+                state.skipped_steps += 1;
+                reporter.note(&format!(
+                    "step {}: f16 gradient overflow, step skipped, loss scale now {}",
+                    state.step,
+                    state.scaler.scale()
+                ));
+            } else if applied {
                 state.bad_steps = 0;
                 state.optimizer_steps = optim.steps();
                 epoch_loss.0 += group_loss;
