@@ -1,1 +1,48 @@
-fn main() {}
+//! `cargo xtask`: the project's own commands (rust-analyzer style: this file only parses flags
+//! and dispatches to one module per command).
+//!
+//! - `cargo xtask prepare [segfit prepare flags…]`: the synthetic set into `data/synthetic`
+//!   (the same code as `segfit prepare`; other flags are passed through).
+//! - `cargo xtask train [--config FILE] [--set K=V…] [--device D]`: prepares the synthetic set
+//!   when the config's data is missing, then trains into `runs/<config name>`.
+
+mod prepare;
+mod segfit;
+mod train;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next();
+    let rest: Vec<String> = args.collect();
+    match command.as_deref() {
+        Some("prepare") => prepare::run(&rest),
+        Some("train") => train::run(&rest),
+        Some("-h" | "--help") | None => {
+            println!("{}", HELP);
+            Ok(())
+        }
+        Some(other) => bail!("unknown xtask `{other}`\n\n{HELP}"),
+    }
+}
+
+const HELP: &str = "\
+usage: cargo xtask <command> [flags]
+
+commands:
+  prepare [FLAGS…]   write the synthetic dataset to data/synthetic (flags: those of
+                     `segfit prepare`, e.g. --count 200 --size 256 --out data/other)
+  train [--config FILE] [--set KEY=VALUE…] [--output RUN_DIR] [--device cpu|cuda[:N]]
+                     prepare the synthetic data if missing, then train (default config
+                     configs/synthetic-quick.toml) into runs/<config name>";
+
+/// The workspace root (xtask lives one level below it).
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask is inside the workspace")
+        .to_path_buf()
+}

@@ -1,1 +1,60 @@
-fn main() {}
+//! `segfit`: fine-tune SegFormer on satellite imagery from the command line.
+//!
+//! `main` only parses the command line and dispatches to one module per subcommand; every
+//! failure ends as one `error: …` line on stderr and exit status 1.
+
+mod device;
+mod eval;
+mod export;
+mod model_source;
+mod npy;
+mod predict;
+mod prepare;
+mod train_cmd;
+mod window;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Fine-tune SegFormer (MiT-B0…B5) for semantic segmentation of satellite imagery.
+#[derive(Parser, Debug)]
+#[command(name = "segfit", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Build a training dataset: pair and split an image/mask folder, tile GeoTIFF scenes, or
+    /// generate the synthetic set.
+    Prepare(prepare::PrepareArgs),
+    /// Train a model from a run config (configs/*.toml) into a run directory.
+    Train(train_cmd::TrainArgs),
+    /// Evaluate a model on a prepared dataset split: mIoU, per-class metrics, confusion matrix.
+    Eval(eval::EvalArgs),
+    /// Predict class masks for images of any size (sliding window with blended logits).
+    Predict(predict::PredictArgs),
+    /// Write a model as an HF directory (config.json + model.safetensors) for transformers.
+    Export(export::ExportArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Prepare(a) => prepare::run(&a),
+        Command::Train(a) => train_cmd::run(&a),
+        Command::Eval(a) => eval::run(&a),
+        Command::Predict(a) => predict::run(&a),
+        Command::Export(a) => export::run(&a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` joins the context chain into one line: "reading x: no such file".
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! `--device cpu|cuda[:N]`: which backend runs the model.
+
+use std::str::FromStr;
+
+use anyhow::{Result, bail};
+
+/// Where the model runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceArg {
+    /// burn's CPU backend (`Flex`).
+    #[default]
+    Cpu,
+    /// CUDA GPU number `N`.
+    Cuda(usize),
+}
+
+impl FromStr for DeviceArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let lower = s.trim().to_ascii_lowercase();
+        match lower.as_str() {
+            "cpu" => Ok(DeviceArg::Cpu),
+            "cuda" | "gpu" => Ok(DeviceArg::Cuda(0)),
+            other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Ok(DeviceArg::Cuda(n)),
+                _ => Err(format!(
+                    "`{s}` is not a device; use cpu, cuda or cuda:N (e.g. cuda:1)"
+                )),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceArg::Cpu => write!(f, "cpu"),
+            DeviceArg::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// The CUDA device `index`, after checking that this build and this machine can use it.
+#[cfg(feature = "cuda")]
+pub fn cuda_device(index: usize) -> Result<burn::backend::cuda::CudaDevice> {
+    // The driver is loaded lazily and panics when absent: look for it first, so the user gets
+    // a sentence instead of a backtrace.
+    if cfg!(target_os = "linux") && !std::path::Path::new("/dev/nvidiactl").exists() {
+        bail!(
+            "--device cuda:{index}: no NVIDIA GPU found on this machine (no /dev/nvidiactl); use --device cpu"
+        );
+    }
+    Ok(burn::backend::cuda::CudaDevice::new(index))
+}
+
+/// Refuses CUDA in a build without the `cuda` feature.
+#[cfg(not(feature = "cuda"))]
+pub fn no_cuda(index: usize) -> Result<std::convert::Infallible> {
+    bail!(
+        "--device cuda:{index}: this segfit was built without CUDA support; rebuild with \
+         `cargo build --release -p segfit --features cuda` or use --device cpu"
+    )
+}
+
+/// Calls `f::<B>(args…, &device)` with the inference backend `B` that `--device` names.
+macro_rules! on_device {
+    ($device:expr, $f:ident ( $($arg:expr),* )) => {
+        match $device {
+            $crate::device::DeviceArg::Cpu => $f::<burn::backend::Flex>($($arg,)* &Default::default()),
+            $crate::device::DeviceArg::Cuda(index) => {
+                #[cfg(feature = "cuda")]
+                {
+                    let device = $crate::device::cuda_device(index)?;
+                    $f::<burn::backend::Cuda>($($arg,)* &device)
+                }
+                #[cfg(not(feature = "cuda"))]
+                {
+                    match $crate::device::no_cuda(index)? {}
+                }
+            }
+        }
+    };
+}
+pub(crate) use on_device;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_devices() {
+        let check =
+            |s: &str, d: Option<DeviceArg>| assert_eq!(s.parse::<DeviceArg>().ok(), d, "{s}");
+        check("cpu", Some(DeviceArg::Cpu));
+        check("CUDA", Some(DeviceArg::Cuda(0)));
+        check("cuda:3", Some(DeviceArg::Cuda(3)));
+        check("cuda:x", None);
+        check("tpu", None);
+    }
+}

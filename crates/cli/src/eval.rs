@@ -1,0 +1,205 @@
+//! `segfit eval`: metrics and the confusion matrix of a model on a prepared dataset split.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, ensure};
+use burn::prelude::ToElement;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+use clap::Args;
+use tiles::SegDataset;
+use train::{ConfusionMatrix, SegMetrics};
+
+use crate::device::{DeviceArg, on_device};
+use crate::model_source::ModelSource;
+
+/// Arguments of `segfit eval`.
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// The model: a run directory, a checkpoint directory or an HF directory.
+    #[arg(long, value_name = "M")]
+    pub model: PathBuf,
+    /// A dataset prepared by `segfit prepare` (images/, masks/, dataset.json).
+    #[arg(long, value_name = "DIR")]
+    pub data: PathBuf,
+    /// The split to evaluate.
+    #[arg(long, default_value = "val")]
+    pub split: String,
+    /// Images per forward pass.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub batch_size: usize,
+    /// Print the result as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the model runs: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceArg,
+}
+
+/// Runs `segfit eval`.
+pub fn run(args: &EvalArgs) -> Result<()> {
+    ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    let source = ModelSource::resolve(&args.model)?;
+    on_device!(args.device, eval_on(args, &source))
+}
+
+fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device) -> Result<()> {
+    let model = source.load::<B>(device)?;
+    let dataset = match source.labels() {
+        Some(labels) => SegDataset::open_with_labels(&args.data, &args.split, labels),
+        None => SegDataset::open(&args.data, &args.split),
+    }
+    .with_context(|| {
+        format!(
+            "opening the `{}` split of {}",
+            args.split,
+            args.data.display()
+        )
+    })?;
+    ensure!(
+        !dataset.is_empty(),
+        "the `{}` split of {} is empty",
+        args.split,
+        args.data.display()
+    );
+    let names = dataset.labels().class_names();
+    ensure!(
+        model.num_labels() == names.len(),
+        "the model predicts {} classes but {} has {} ({}); evaluate on the dataset the model was trained for",
+        model.num_labels(),
+        args.data.display(),
+        names.len(),
+        names.join(", ")
+    );
+    // Preprocess like training did: resized to the run's data.size when known.
+    let size = source
+        .run_config
+        .as_ref()
+        .map(|c| (c.data.size[0], c.data.size[1]));
+    let processor = source.processor(size)?;
+    let mut confusion = ConfusionMatrix::new(
+        names.len().max(2),
+        model.config().semantic_loss_ignore_index,
+    );
+    let (mut loss, mut batches) = (0.0f64, 0usize);
+    let indices: Vec<usize> = (0..dataset.len()).collect();
+    for chunk in indices.chunks(args.batch_size) {
+        let mut items = Vec::with_capacity(chunk.len());
+        for &i in chunk {
+            let sample = dataset.get(i)?;
+            ensure!(
+                sample.mask.is_some(),
+                "sample `{}` of {} has no mask to evaluate against",
+                sample.id,
+                args.data.display()
+            );
+            items.push(
+                processor
+                    .process(&sample.image, sample.mask.as_ref())
+                    .with_context(|| format!("preprocessing `{}`", sample.id))?,
+            );
+        }
+        let batch = augment::collate(&items)?;
+        let labels = batch.labels.clone().expect("every sample has a mask");
+        let x = Tensor::<B, 4>::from_data(
+            TensorData::new(batch.pixel_values, [batch.n, batch.c, batch.h, batch.w]),
+            device,
+        );
+        let y = Tensor::<B, 3, Int>::from_data(
+            TensorData::new(labels.clone(), [batch.n, batch.h, batch.w]),
+            device,
+        );
+        let logits = model.forward(x);
+        loss += model.loss(logits.clone(), y).into_scalar().to_f64();
+        batches += 1;
+        let pred: Vec<i64> = train::predict_classes(logits, [batch.h, batch.w])
+            .into_data()
+            .convert::<i64>()
+            .to_vec()
+            .map_err(|e| anyhow::anyhow!("reading predictions back from the device: {e:?}"))?;
+        confusion.update(&labels, &pred);
+    }
+    let metrics = confusion.metrics();
+    let loss = loss / batches.max(1) as f64;
+    if args.json {
+        let json = serde_json::json!({
+            "model": source.weights,
+            "data": args.data,
+            "split": args.split,
+            "samples": dataset.len(),
+            "classes": names,
+            "loss": loss,
+            "metrics": metrics,
+            "confusion": confusion.rows(),
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print!("{}", table(&names, &metrics, &confusion));
+        println!(
+            "loss {loss:.4} over {} samples of `{}`",
+            dataset.len(),
+            args.split
+        );
+    }
+    Ok(())
+}
+
+/// Per-class metrics and the confusion matrix as aligned text tables.
+fn table(names: &[String], m: &SegMetrics, confusion: &ConfusionMatrix) -> String {
+    let width = names.iter().map(String::len).max().unwrap_or(5).max(5);
+    let pct = |v: f64| {
+        if v.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", 100.0 * v)
+        }
+    };
+    let mut out = format!(
+        "{:width$}  {:>7}  {:>7}  {:>9}  {:>7}\n",
+        "class", "IoU", "F1", "precision", "recall"
+    );
+    for (c, name) in names.iter().enumerate() {
+        out += &format!(
+            "{name:width$}  {:>7}  {:>7}  {:>9}  {:>7}\n",
+            pct(m.iou[c]),
+            pct(m.f1[c]),
+            pct(m.precision[c]),
+            pct(m.recall[c])
+        );
+    }
+    out += &format!(
+        "{:width$}  {:>7}  {:>7}\n",
+        "mean",
+        pct(m.miou),
+        pct(m.mean_f1)
+    );
+    out += &format!(
+        "pixel accuracy {}% over {} pixels\n\n",
+        pct(m.pixel_accuracy),
+        m.pixels
+    );
+    out += &format!(
+        "confusion (rows: truth, columns: prediction)\n{:width$}",
+        ""
+    );
+    let rows = confusion.rows();
+    let cell = rows
+        .iter()
+        .flatten()
+        .map(|v| v.to_string().len())
+        .max()
+        .unwrap_or(1)
+        .max(width.min(12));
+    for name in names {
+        out += &format!("  {name:>cell$}");
+    }
+    out.push('\n');
+    for (name, row) in names.iter().zip(&rows) {
+        out += &format!("{name:width$}");
+        for v in row.iter().take(names.len()) {
+            out += &format!("  {v:>cell$}");
+        }
+        out.push('\n');
+    }
+    out
+}

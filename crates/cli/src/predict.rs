@@ -1,0 +1,409 @@
+//! `segfit predict`: class masks (and optionally probabilities, overlays, raw logits) for
+//! images of any size, by sliding-window inference with blended logits.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail, ensure};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+use clap::Args;
+use segformer::Segformer;
+use tiles::{GeoRef, Mask, Raster, RasterData};
+
+use crate::device::{DeviceArg, on_device};
+use crate::model_source::ModelSource;
+use crate::npy;
+use crate::window::{Blender, classes_of, origins, probabilities};
+
+/// Arguments of `segfit predict`.
+#[derive(Args, Debug)]
+pub struct PredictArgs {
+    /// The model: a run directory (uses checkpoints/best, else checkpoints/last), a checkpoint
+    /// directory, or an HF directory (config.json + model.safetensors or pytorch_model.bin).
+    #[arg(long, value_name = "M")]
+    pub model: PathBuf,
+    /// An image (PNG, JPEG, TIFF/GeoTIFF) or a folder of them.
+    #[arg(
+        long,
+        value_name = "FILE|DIR",
+        required_unless_present = "pixel_values",
+        conflicts_with = "pixel_values"
+    )]
+    pub input: Option<PathBuf>,
+    /// Run on an already preprocessed float32 `[N, C, H, W]` .npy tensor instead of an image
+    /// (e.g. HF's `pixel_values`), to compare with other frameworks.
+    #[arg(long, value_name = "FILE.npy")]
+    pub pixel_values: Option<PathBuf>,
+    /// Folder for the outputs: `<name>.tif` for (Geo)TIFF inputs (georeferencing kept),
+    /// `<name>.png` otherwise; pixel values are class indices.
+    #[arg(long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Window side in pixels [default: the run's training size (data.size), else 512].
+    #[arg(long, value_name = "N")]
+    pub tile: Option<usize>,
+    /// Pixels shared by neighbouring windows [default: a quarter of the window].
+    #[arg(long, value_name = "N")]
+    pub overlap: Option<usize>,
+    /// Windows run through the model at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub batch_size: usize,
+    /// Also write `<name>_prob.tif`: float32 class probabilities, one band per class.
+    #[arg(long)]
+    pub probabilities: bool,
+    /// Also write `<name>_overlay.png`: the image with the classes painted over it.
+    #[arg(long)]
+    pub overlay: bool,
+    /// Write the blended full-resolution logits as float32 `[N, classes, H, W]` .npy (one
+    /// input image, or with --pixel-values).
+    #[arg(long, value_name = "FILE.npy")]
+    pub logits: Option<PathBuf>,
+    /// Where the model runs: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceArg,
+}
+
+/// Runs `segfit predict`.
+pub fn run(args: &PredictArgs) -> Result<()> {
+    ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    let source = ModelSource::resolve(&args.model)?;
+    on_device!(args.device, predict_on(args, &source))
+}
+
+/// Window size and overlap the run uses.
+struct Windows {
+    tile: [usize; 2],
+    overlap: usize,
+    batch: usize,
+}
+
+fn predict_on<B: Backend>(
+    args: &PredictArgs,
+    source: &ModelSource,
+    device: &B::Device,
+) -> Result<()> {
+    let model = source.load::<B>(device)?;
+    let tile = args
+        .tile
+        .map(|t| [t, t])
+        .unwrap_or_else(|| source.window(512));
+    ensure!(
+        tile[0] >= 4 && tile[1] >= 4,
+        "--tile {} is too small; use at least 32 (the model works at 1/4 resolution)",
+        tile[0]
+    );
+    let overlap = args.overlap.unwrap_or(tile[0].min(tile[1]) / 4);
+    ensure!(
+        overlap < tile[0].min(tile[1]),
+        "--overlap {overlap} must be smaller than the window ({}x{})",
+        tile[0],
+        tile[1]
+    );
+    let windows = Windows {
+        tile,
+        overlap,
+        batch: args.batch_size,
+    };
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    if let Some(path) = &args.pixel_values {
+        return predict_tensor(args, path, &model, &windows, device);
+    }
+    let input = args
+        .input
+        .as_ref()
+        .expect("clap requires --input without --pixel-values");
+    let files = list_images(input)?;
+    if args.logits.is_some() && files.len() > 1 {
+        bail!(
+            "--logits writes one array: give a single --input image, not a folder of {}",
+            files.len()
+        );
+    }
+    let processor = source.processor(None)?;
+    for (i, file) in files.iter().enumerate() {
+        let (image, geo) =
+            tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
+        let bands = model.config().num_channels;
+        ensure!(
+            image.bands == bands,
+            "{} has {} bands but the model takes {bands}; predict on images like the training ones",
+            file.display(),
+            image.bands
+        );
+        let processed = processor
+            .process(&image, None)
+            .with_context(|| format!("preprocessing {}", file.display()))?;
+        let (h, w) = (image.height, image.width);
+        let logits = infer(
+            &model,
+            &processed.pixel_values,
+            [bands, h, w],
+            &windows,
+            device,
+        )?;
+        let written = write_outputs(
+            args,
+            file,
+            &image,
+            geo.as_ref(),
+            &logits,
+            model.num_labels(),
+        )?;
+        if let Some(path) = &args.logits {
+            npy::write_f32(path, &[1, model.num_labels(), h, w], &logits)?;
+        }
+        eprintln!(
+            "[{}/{}] {} -> {}",
+            i + 1,
+            files.len(),
+            file.display(),
+            written.display()
+        );
+    }
+    Ok(())
+}
+
+/// `--pixel-values`: every item of an `[N, C, H, W]` tensor.
+fn predict_tensor<B: Backend>(
+    args: &PredictArgs,
+    path: &Path,
+    model: &Segformer<B>,
+    windows: &Windows,
+    device: &B::Device,
+) -> Result<()> {
+    let (shape, data) = npy::read_f32(path)?;
+    let [n, c, h, w] = shape[..] else {
+        bail!(
+            "{}: pixel values must be [N, C, H, W], found shape {shape:?}",
+            path.display()
+        );
+    };
+    let bands = model.config().num_channels;
+    ensure!(
+        c == bands,
+        "{}: has {c} channels but the model takes {bands}",
+        path.display()
+    );
+    ensure!(
+        n > 0 && h > 0 && w > 0,
+        "{}: shape {shape:?} is empty",
+        path.display()
+    );
+    let k = model.num_labels();
+    let stem = stem_of(path);
+    let mut all = Vec::with_capacity(n * k * h * w);
+    for item in 0..n {
+        let pixels = &data[item * c * h * w..(item + 1) * c * h * w];
+        let logits = infer(model, pixels, [c, h, w], windows, device)?;
+        let mask =
+            Mask::new(w, h, classes_of(&logits, k, h * w)).expect("mask sized from the logits");
+        let name = if n == 1 {
+            format!("{stem}.png")
+        } else {
+            format!("{stem}_{item}.png")
+        };
+        let out = args.output.join(name);
+        tiles::write_mask_png(&out, &mask).with_context(|| format!("writing {}", out.display()))?;
+        all.extend_from_slice(&logits);
+    }
+    if let Some(out) = &args.logits {
+        npy::write_f32(out, &[n, k, h, w], &all)?;
+    }
+    eprintln!(
+        "{} -> {} ({n} item(s))",
+        path.display(),
+        args.output.display()
+    );
+    Ok(())
+}
+
+/// Blended full-resolution logits of one image.
+///
+/// # Shapes
+/// `pixels`: `[C, H, W]` → `[classes, H, W]`
+fn infer<B: Backend>(
+    model: &Segformer<B>,
+    pixels: &[f32],
+    [c, h, w]: [usize; 3],
+    windows: &Windows,
+    device: &B::Device,
+) -> Result<Vec<f32>> {
+    let k = model.num_labels();
+    let (th, tw) = (windows.tile[0].min(h), windows.tile[1].min(w));
+    let mut blender = Blender::new(k, h, w);
+    let spots: Vec<(usize, usize)> = origins(h, th, windows.overlap)
+        .into_iter()
+        .flat_map(|y| {
+            origins(w, tw, windows.overlap)
+                .into_iter()
+                .map(move |x| (y, x))
+        })
+        .collect();
+    for group in spots.chunks(windows.batch) {
+        let mut batch = Vec::with_capacity(group.len() * c * th * tw);
+        for &(y0, x0) in group {
+            for band in 0..c {
+                for y in y0..y0 + th {
+                    let row = (band * h + y) * w;
+                    batch.extend_from_slice(&pixels[row + x0..row + x0 + tw]);
+                }
+            }
+        }
+        let x = Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
+        // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
+        let logits = train::upsample_logits(model.forward(x), [th, tw]);
+        let values: Vec<f32> = logits
+            .into_data()
+            .convert::<f32>()
+            .to_vec()
+            .map_err(|e| anyhow::anyhow!("reading logits back from the device: {e:?}"))?;
+        for (i, &(y0, x0)) in group.iter().enumerate() {
+            blender.add(
+                &values[i * k * th * tw..(i + 1) * k * th * tw],
+                y0,
+                x0,
+                th,
+                tw,
+            );
+        }
+    }
+    Ok(blender.finish())
+}
+
+/// Writes the mask (and the optional rasters) of `file`; returns the mask's path.
+fn write_outputs(
+    args: &PredictArgs,
+    file: &Path,
+    image: &Raster,
+    geo: Option<&GeoRef>,
+    logits: &[f32],
+    k: usize,
+) -> Result<PathBuf> {
+    let (h, w) = (image.height, image.width);
+    let stem = stem_of(file);
+    let classes = classes_of(logits, k, h * w);
+    let tiff = is_tiff(file);
+    let out = args
+        .output
+        .join(format!("{stem}.{}", if tiff { "tif" } else { "png" }));
+    if tiff {
+        let raster = Raster::new(w, h, 1, RasterData::U8(classes.clone()))
+            .expect("mask sized from the image");
+        tiles::write_geotiff(&out, &raster, geo)
+    } else {
+        tiles::write_mask_png(
+            &out,
+            &Mask::new(w, h, classes.clone()).expect("mask sized from the image"),
+        )
+    }
+    .with_context(|| format!("writing {}", out.display()))?;
+    if args.probabilities {
+        let chw = probabilities(logits, k, h * w);
+        // [k, H, W] -> [H, W, k]
+        let hwc: Vec<f32> = (0..h * w)
+            .flat_map(|i| (0..k).map(move |c| (c, i)))
+            .map(|(c, i)| chw[c * h * w + i])
+            .collect();
+        let raster =
+            Raster::new(w, h, k, RasterData::F32(hwc)).expect("probabilities sized from the image");
+        let path = args.output.join(format!("{stem}_prob.tif"));
+        tiles::write_geotiff(&path, &raster, geo)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.overlay {
+        let path = args.output.join(format!("{stem}_overlay.png"));
+        tiles::write_png(&path, &overlay(image, &classes))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(out)
+}
+
+/// The image (first three bands, contrast-stretched unless 8-bit) with class colours at 50%.
+fn overlay(image: &Raster, classes: &[u8]) -> Raster {
+    const PALETTE: [[u8; 3]; 8] = [
+        [0, 0, 0],
+        [255, 215, 0],
+        [34, 139, 34],
+        [220, 20, 60],
+        [30, 144, 255],
+        [148, 0, 211],
+        [255, 140, 0],
+        [0, 206, 209],
+    ];
+    let (h, w, b) = (image.height, image.width, image.bands);
+    let bands: Vec<usize> = (0..3).map(|i| i.min(b - 1)).collect();
+    let values = image.to_f32();
+    let range: Vec<(f32, f32)> = bands
+        .iter()
+        .map(|&band| {
+            if matches!(image.data, RasterData::U8(_)) {
+                return (0.0, 255.0);
+            }
+            let it = values
+                .iter()
+                .skip(band)
+                .step_by(b)
+                .copied()
+                .filter(|v| v.is_finite());
+            let (lo, hi) = it.fold((f32::INFINITY, f32::NEG_INFINITY), |(l, u), v| {
+                (l.min(v), u.max(v))
+            });
+            (lo, if hi > lo { hi } else { lo + 1.0 })
+        })
+        .collect();
+    let mut rgb = Vec::with_capacity(h * w * 3);
+    for (i, &class) in classes.iter().enumerate() {
+        let colour = PALETTE[class as usize % PALETTE.len()];
+        for (j, &band) in bands.iter().enumerate() {
+            let (lo, hi) = range[j];
+            let v = ((values[i * b + band] - lo) / (hi - lo) * 255.0).clamp(0.0, 255.0);
+            let mixed = if class == 0 {
+                v
+            } else {
+                0.5 * v + 0.5 * colour[j] as f32
+            };
+            rgb.push(mixed.round() as u8);
+        }
+    }
+    Raster::new(w, h, 3, RasterData::U8(rgb)).expect("overlay sized from the image")
+}
+
+fn list_images(input: &Path) -> Result<Vec<PathBuf>> {
+    if input.is_file() {
+        return Ok(vec![input.to_path_buf()]);
+    }
+    ensure!(
+        input.is_dir(),
+        "--input {}: no such file or directory",
+        input.display()
+    );
+    let mut files: Vec<PathBuf> = std::fs::read_dir(input)
+        .with_context(|| format!("listing {}", input.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                    ["png", "jpg", "jpeg", "tif", "tiff"].contains(&e.to_ascii_lowercase().as_str())
+                })
+        })
+        .collect();
+    files.sort();
+    ensure!(
+        !files.is_empty(),
+        "--input {}: no PNG, JPEG or TIFF images in this folder",
+        input.display()
+    );
+    Ok(files)
+}
+
+fn is_tiff(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("tif") || e.eq_ignore_ascii_case("tiff"))
+}
+
+fn stem_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into())
+}

@@ -1,0 +1,190 @@
+//! `segfit prepare`: the tiles crate's dataset preparation from the command line.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::Args;
+use tiles::{FolderOptions, LabelClass, LabelMap, SceneOptions, SyntheticOptions};
+
+/// Arguments of `segfit prepare`. One of three sources: `--images/--masks` (a folder of
+/// pairs), `--scenes/--masks` (large rasters to tile) or `--synthetic`.
+#[derive(Args, Debug)]
+pub struct PrepareArgs {
+    /// Output root: images/{train,val}, masks/{train,val} and dataset.json are written here.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Image folder (flat, or holding train/ and val/).
+    #[arg(long, value_name = "DIR")]
+    pub images: Option<PathBuf>,
+    /// Mask folder for --images, or one label raster per --scenes file (same order).
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub masks: Vec<PathBuf>,
+    /// A list file (`image mask [train|val]` per line) instead of scanning --images/--masks.
+    #[arg(long, value_name = "FILE")]
+    pub list: Option<PathBuf>,
+    /// Scene rasters (GeoTIFF, read window by window) to cut into tiles.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub scenes: Vec<PathBuf>,
+    /// Tile side for --scenes.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub tile_size: usize,
+    /// Pixels shared by neighbouring tiles for --scenes.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub overlap: usize,
+    /// For --scenes: skip tiles whose fraction of ignore/nodata pixels is above this.
+    #[arg(long, value_name = "F", default_value_t = 0.5)]
+    pub max_empty_fraction: f64,
+    /// Generate the synthetic satellite dataset (rice paddies) instead of reading files.
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Number of synthetic image/mask pairs.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub count: usize,
+    /// Side of each synthetic image in pixels.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub size: usize,
+    /// Synthetic: five classes instead of outer/rice_paddy.
+    #[arg(long)]
+    pub multi_class: bool,
+    /// Synthetic: 4-band (RGB + NIR) 16-bit GeoTIFFs instead of RGB PNGs.
+    #[arg(long)]
+    pub multispectral: bool,
+    /// Seed of the synthetic generator and of the train/val split hash.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Fraction of the samples that go to `val` (flat folders, scenes, synthetic).
+    #[arg(long, value_name = "F", default_value_t = 0.2)]
+    pub val_ratio: f64,
+    /// A class and the mask values that mean it, in class order; repeat per class, e.g.
+    /// `--class outer=0 --class rice_paddy=255` or `--class water=3,4`.
+    #[arg(long = "class", value_name = "NAME=V[,V…]")]
+    pub classes: Vec<String>,
+    /// Mask values to ignore in the loss and the metrics [default: 255 unless a class uses it].
+    #[arg(long, value_name = "V")]
+    pub ignore: Vec<u8>,
+    /// HF's do_reduce_labels: stored 0 is ignored and value v becomes class v - 1.
+    #[arg(long)]
+    pub reduce_labels: bool,
+    /// Mask file name = image stem + this suffix + "." + --mask-ext (e.g. `_mask`).
+    #[arg(long, value_name = "S", default_value = "")]
+    pub mask_suffix: String,
+    /// Mask file extension.
+    #[arg(long, value_name = "EXT", default_value = "png")]
+    pub mask_ext: String,
+    /// Leave images without a mask (and masks without an image) out instead of failing.
+    #[arg(long)]
+    pub skip_unpaired: bool,
+    /// Copy files instead of hard-linking them.
+    #[arg(long)]
+    pub copy: bool,
+    /// Print the audit (pairs, sizes, bands, class pixels) and exit without writing.
+    #[arg(long)]
+    pub audit_only: bool,
+}
+
+/// Runs `segfit prepare`.
+pub fn run(args: &PrepareArgs) -> Result<()> {
+    let report = if args.synthetic {
+        ensure!(
+            args.images.is_none() && args.scenes.is_empty(),
+            "--synthetic generates its own images; drop --images/--scenes"
+        );
+        ensure!(
+            !args.audit_only,
+            "--audit-only audits files on disk; it does not apply to --synthetic"
+        );
+        let opts = SyntheticOptions {
+            count: args.count,
+            size: args.size,
+            seed: args.seed,
+            out: args.out.clone(),
+            val_ratio: args.val_ratio,
+            multi_class: args.multi_class,
+            multispectral: args.multispectral,
+        };
+        tiles::prepare_synthetic(&opts)?
+    } else if !args.scenes.is_empty() {
+        ensure!(
+            !args.audit_only,
+            "--audit-only applies to --images/--masks folders, not to --scenes"
+        );
+        let mut opts = SceneOptions::new(
+            args.scenes.clone(),
+            args.masks.clone(),
+            &args.out,
+            label_map(args)?,
+        );
+        opts.tile_size = args.tile_size;
+        opts.overlap = args.overlap;
+        opts.max_empty_fraction = args.max_empty_fraction;
+        opts.val_ratio = args.val_ratio;
+        opts.seed = args.seed;
+        tiles::prepare_scenes(&opts)?
+    } else if args.images.is_some() || args.list.is_some() {
+        let masks = match &args.masks[..] {
+            [m] => m.clone(),
+            [] if args.list.is_some() => PathBuf::new(),
+            [] => bail!("--images needs --masks DIR (the folder of masks named like the images)"),
+            more => bail!(
+                "--images takes one --masks folder, not {} paths",
+                more.len()
+            ),
+        };
+        let images = args.images.clone().unwrap_or_default();
+        let mut opts = FolderOptions::new(images, masks, &args.out, label_map(args)?);
+        opts.list = args.list.clone();
+        opts.mask_suffix = args.mask_suffix.clone();
+        opts.mask_ext = args.mask_ext.clone();
+        opts.val_ratio = args.val_ratio;
+        opts.seed = args.seed;
+        opts.skip_unpaired = args.skip_unpaired;
+        opts.hard_link = !args.copy;
+        if args.audit_only {
+            print!("{}", tiles::audit(&opts)?);
+            return Ok(());
+        }
+        tiles::prepare_folder(&opts)?
+    } else {
+        bail!(
+            "nothing to prepare: give --images DIR --masks DIR, --scenes FILE… --masks FILE…, or --synthetic"
+        );
+    };
+    println!("{report}");
+    Ok(())
+}
+
+/// The label map of `--class`/`--ignore`/`--reduce-labels`.
+fn label_map(args: &PrepareArgs) -> Result<LabelMap> {
+    if args.classes.is_empty() && !args.reduce_labels {
+        bail!(
+            "give the label mapping: one --class NAME=VALUE per class in order, e.g. \
+             --class outer=0 --class rice_paddy=255 (run with --audit-only to see the mask values)"
+        );
+    }
+    let mut classes = Vec::new();
+    for spec in &args.classes {
+        let (name, values) = spec
+            .split_once('=')
+            .with_context(|| format!("--class `{spec}` is not NAME=VALUE (e.g. rice_paddy=255)"))?;
+        let values = values
+            .split(',')
+            .map(|v| {
+                v.trim()
+                    .parse::<u8>()
+                    .with_context(|| format!("--class `{spec}`: `{v}` is not a mask value 0-255"))
+            })
+            .collect::<Result<Vec<u8>>>()?;
+        classes.push(LabelClass {
+            name: name.trim().to_string(),
+            values,
+        });
+    }
+    let mut map = LabelMap::new(&[]);
+    map.classes = classes;
+    if !args.ignore.is_empty() {
+        map.ignore = args.ignore.clone();
+    }
+    map.reduce_labels = args.reduce_labels;
+    map.validate().context("--class")?;
+    Ok(map)
+}

@@ -1,0 +1,138 @@
+//! `segfit train`: a run config in, a run directory (checkpoints, metrics, plots) out.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use burn::backend::{Autodiff, Flex};
+use clap::Args;
+use train::{RunOptions, RunSummary, TrainConfig};
+
+use crate::device::DeviceArg;
+
+/// Arguments of `segfit train`.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// The run config (e.g. configs/synthetic-quick.toml); with --resume, defaults to the run's
+    /// own config.toml.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override a config key, e.g. `--set train.epochs=3 --set data.size=[256,256]`; repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// The run directory to write [default: runs/<config file name>].
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "resume")]
+    pub output: Option<PathBuf>,
+    /// Continue the run in RUN_DIR from its last checkpoint.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<PathBuf>,
+    /// Where to train: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceArg,
+}
+
+/// Runs `segfit train`.
+pub fn run(args: &TrainArgs) -> Result<()> {
+    // Refuse an unusable device before spending time on the config and the data.
+    #[cfg(not(feature = "cuda"))]
+    if let DeviceArg::Cuda(index) = args.device {
+        match crate::device::no_cuda(index)? {}
+    }
+    let (config_path, run_dir, resume) = match (&args.resume, &args.config) {
+        (Some(dir), config) => {
+            if !train::can_resume(dir) {
+                bail!(
+                    "--resume {}: no checkpoints/last/trainer_state.json to resume from",
+                    dir.display()
+                );
+            }
+            (
+                config.clone().unwrap_or_else(|| dir.join("config.toml")),
+                dir.clone(),
+                true,
+            )
+        }
+        (None, Some(config)) => {
+            let stem = config
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "run".into());
+            (
+                config.clone(),
+                args.output
+                    .clone()
+                    .unwrap_or_else(|| Path::new("runs").join(stem)),
+                false,
+            )
+        }
+        (None, None) => {
+            bail!("--config FILE is required (e.g. --config configs/synthetic-quick.toml)")
+        }
+    };
+    let text = std::fs::read_to_string(&config_path)
+        .with_context(|| format!("reading the config {}", config_path.display()))?;
+    let cfg = TrainConfig::from_toml_str(&text, &args.sets)
+        .with_context(|| format!("{}", config_path.display()))?;
+    if !resume && train::can_resume(&run_dir) {
+        bail!(
+            "{} already holds a run; continue it with --resume {} or choose another --output",
+            run_dir.display(),
+            run_dir.display()
+        );
+    }
+    let opts = RunOptions {
+        run_dir: run_dir.clone(),
+        resume,
+    };
+    eprintln!(
+        "training {} into {} on {}",
+        config_path.display(),
+        run_dir.display(),
+        args.device
+    );
+    let started = Instant::now();
+    let summary = train_on(&cfg, &opts, args.device)?;
+    let seconds = started.elapsed().as_secs_f64();
+    match &summary.last_eval {
+        Some(e) => println!(
+            "done: {} steps in {seconds:.0} s, val mIoU {:.4}, pixel accuracy {:.4}, run in {}",
+            summary.steps,
+            e.metrics.miou,
+            e.metrics.pixel_accuracy,
+            run_dir.display()
+        ),
+        None => println!(
+            "done: {} steps in {seconds:.0} s, run in {}",
+            summary.steps,
+            run_dir.display()
+        ),
+    }
+    Ok(())
+}
+
+fn train_on(cfg: &TrainConfig, opts: &RunOptions, device: DeviceArg) -> Result<RunSummary> {
+    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+    let summary = match device {
+        DeviceArg::Cpu if cfg.train.checkpointing => {
+            train::train::<Autodiff<Flex, BalancedCheckpointing>>(cfg, opts, &Default::default())
+        }
+        DeviceArg::Cpu => train::train::<Autodiff<Flex>>(cfg, opts, &Default::default()),
+        DeviceArg::Cuda(index) => {
+            #[cfg(feature = "cuda")]
+            {
+                use burn::backend::Cuda;
+                let device = crate::device::cuda_device(index)?;
+                if cfg.train.checkpointing {
+                    train::train::<Autodiff<Cuda, BalancedCheckpointing>>(cfg, opts, &device)
+                } else {
+                    train::train::<Autodiff<Cuda>>(cfg, opts, &device)
+                }
+            }
+            #[cfg(not(feature = "cuda"))]
+            {
+                match crate::device::no_cuda(index)? {}
+            }
+        }
+    };
+    summary.context("training")
+}
