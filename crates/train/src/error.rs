@@ -11,6 +11,14 @@ pub enum TrainError {
     /// Augmentation or preprocessing failed.
     #[error(transparent)]
     Augment(#[from] augment::AugmentError),
+    /// One sample could not be augmented or preprocessed (names the sample).
+    #[error("sample {id}: {source}")]
+    Sample {
+        /// The sample's id (file stem or tile name).
+        id: String,
+        /// What failed.
+        source: augment::AugmentError,
+    },
     /// Model weights could not be loaded or saved.
     #[error(transparent)]
     Weights(#[from] segformer::WeightsError),

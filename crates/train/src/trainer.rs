@@ -68,12 +68,19 @@ pub(crate) struct RunData {
     pub val: Arc<SampleSource>,
     pub class_names: Vec<String>,
     pub bands: usize,
+    pub audit: Option<tiles::AuditReport>,
 }
 
 pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
     let open = |split: &str| match &cfg.data.classes {
         Some(l) => SegDataset::open_with_labels(&cfg.data.root, split, l.clone()),
         None => SegDataset::open(&cfg.data.root, split),
+    };
+    // Catch data mistakes (unpaired files, unmapped mask values, size mismatches) before any
+    // compute is spent; the prepared dataset's own label map is what gets audited.
+    let audit = match &cfg.data.classes {
+        None => Some(tiles::audit_prepared(&cfg.data.root)?),
+        Some(_) => None,
     };
     let train = open(&cfg.data.train_split)?;
     let val = open(&cfg.data.val_split)?;
@@ -133,6 +140,7 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
         }),
         class_names,
         bands,
+        audit,
     })
 }
 
@@ -187,6 +195,9 @@ pub fn train<B: AutodiffBackend>(
         opts.resume,
         state.step,
     )?;
+    if let Some(a) = &data.audit {
+        reporter.note(&a.to_string());
+    }
     if let Some(r) = &report {
         reporter.note(&format!("loaded {}", r));
     }
