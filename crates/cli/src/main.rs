@@ -52,9 +52,24 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // `{:#}` joins the context chain into one line: "reading x: no such file".
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The context chain as one line ("reading x.toml: No such file or directory"), leaving out
+/// causes that an outer message already quotes (library errors often print their source).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+    }
+    line.replace('\n', " ")
 }

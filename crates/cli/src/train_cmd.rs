@@ -134,5 +134,5 @@ fn train_on(cfg: &TrainConfig, opts: &RunOptions, device: DeviceArg) -> Result<R
             }
         }
     };
-    summary.context("training")
+    Ok(summary?)
 }

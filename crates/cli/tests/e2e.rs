@@ -551,3 +551,65 @@ fn help_explains_every_subcommand() {
         assert!(predict.contains(flag), "{predict}");
     }
 }
+
+#[test]
+fn prepare_folder_with_0_255_masks_and_audit_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (images, masks, out) = (
+        tmp.path().join("img"),
+        tmp.path().join("msk"),
+        tmp.path().join("out"),
+    );
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(&masks).unwrap();
+    // Ten 8×8 pairs: the left half is rice_paddy, stored as 255 (the original dataset's convention).
+    for i in 0..10 {
+        let image = Raster::new(8, 8, 3, RasterData::U8(vec![20 * i as u8; 8 * 8 * 3])).unwrap();
+        tiles::write_png(&images.join(format!("t{i}.png")), &image).unwrap();
+        let mask: Vec<u8> = (0..64).map(|p| if p % 8 < 4 { 255 } else { 0 }).collect();
+        tiles::write_mask_png(
+            &masks.join(format!("t{i}.png")),
+            &tiles::Mask::new(8, 8, mask).unwrap(),
+        )
+        .unwrap();
+    }
+    let classes = [
+        "--class",
+        "outer=0",
+        "--class",
+        "rice_paddy=255",
+        "--val-ratio",
+        "0.5",
+    ];
+    let mut args = vec![
+        "prepare",
+        "--images",
+        s(&images),
+        "--masks",
+        s(&masks),
+        "--out",
+        s(&out),
+    ];
+    args.extend(classes);
+    let audit = ok(&[&args[..], &["--audit-only"]].concat());
+    assert!(
+        audit.contains("rice_paddy") && audit.contains("0: 320, 255: 320"),
+        "{audit}"
+    ); // 10 × 32 pixels each
+    assert!(
+        !out.join("dataset.json").exists(),
+        "--audit-only must not write"
+    );
+    ok(&args);
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("dataset.json")).unwrap()).unwrap();
+    let count = |split: &str| {
+        std::fs::read_dir(out.join("images").join(split))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(count("train") + count("val"), 10, "{meta}");
+    // A second prepare into the same folder is refused instead of mixing datasets.
+    let e = fails(&args);
+    assert!(e.contains("already holds a dataset"), "{e}");
+}
