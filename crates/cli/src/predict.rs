@@ -57,6 +57,11 @@ pub struct PredictArgs {
     /// input image, or with --pixel-values).
     #[arg(long, value_name = "FILE.npy")]
     pub logits: Option<PathBuf>,
+    /// With --pixel-values and --logits: write the model's own quarter-resolution logits
+    /// (HF's `outputs.logits`, `[N, classes, H/4, W/4]`) instead of the blended full-resolution
+    /// ones; the tensor is run whole, as one window.
+    #[arg(long, requires_all = ["pixel_values", "logits"])]
+    pub raw_logits: bool,
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
@@ -190,6 +195,27 @@ fn predict_tensor<B: Backend>(
         path.display()
     );
     let k = model.num_labels();
+    if args.raw_logits {
+        let out = args
+            .logits
+            .as_ref()
+            .expect("clap requires --logits with --raw-logits");
+        let x = Tensor::<B, 4>::from_data(TensorData::new(data, [n, c, h, w]), device);
+        let logits = model.forward(x);
+        let dims = logits.dims();
+        let values: Vec<f32> = logits
+            .into_data()
+            .convert::<f32>()
+            .to_vec()
+            .map_err(|e| anyhow::anyhow!("reading logits back from the device: {e:?}"))?;
+        npy::write_f32(out, &dims, &values)?;
+        eprintln!(
+            "{} -> {} (raw logits {dims:?})",
+            path.display(),
+            out.display()
+        );
+        return Ok(());
+    }
     let stem = stem_of(path);
     let mut all = Vec::with_capacity(n * k * h * w);
     for item in 0..n {
