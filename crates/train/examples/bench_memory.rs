@@ -1,0 +1,347 @@
+//! Memory benchmark: peak memory of REAL MiT training steps (forward, loss, backward, AdamW
+//! step) on the CPU, next to what [`train::MemoryPlan`] predicts.
+//!
+//! ```text
+//! cargo run --release -p train --example bench_memory -- [--json FILE] [--md FILE] [--replay FILE] [CASE…]
+//! CASE = SIZE:BATCH:f32|bf16:ckpt|full:LABELS   e.g. 512:2:f32:full:2   (default: a 256/512 grid)
+//! ```
+//! Each case runs in a fresh child process (so neither the heap nor the RSS high-water mark
+//! carries over from another case): one warm-up step (it allocates the AdamW moments), then
+//! the peak live heap bytes (a counting global allocator, reset before the measured step) and
+//! the process peak RSS (`VmHWM`, reset through `/proc/self/clear_refs` before the step) of
+//! one measured step. `--replay FILE` re-prints the table of a saved `--json` run with the
+//! current predictor (measurements are never recomputed from predictions).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+use burn::backend::{Autodiff, Flex};
+use burn::optim::GradientsParams;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Distribution, FloatDType, Int, Tensor};
+use serde::{Deserialize, Serialize};
+use train::{AdamW, AdamWConfig, MemoryPlan, PlanInput, Precision};
+
+/// `System`, counting the live bytes and their high-water mark.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; only counters are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            if new >= l.size() {
+                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Case {
+    size: usize,
+    batch: usize,
+    bf16: bool,
+    ckpt: bool,
+    labels: usize,
+}
+
+impl Case {
+    fn parse(s: &str) -> Option<Case> {
+        let p: Vec<&str> = s.split(':').collect();
+        if p.len() != 5 {
+            return None;
+        }
+        Some(Case {
+            size: p[0].parse().ok()?,
+            batch: p[1].parse().ok()?,
+            bf16: match p[2] {
+                "f32" => false,
+                "bf16" => true,
+                _ => return None,
+            },
+            ckpt: match p[3] {
+                "full" => false,
+                "ckpt" => true,
+                _ => return None,
+            },
+            labels: p[4].parse().ok()?,
+        })
+    }
+    fn spec(&self) -> String {
+        let prec = if self.bf16 { "bf16" } else { "f32" };
+        let ck = if self.ckpt { "ckpt" } else { "full" };
+        format!("{}:{}:{prec}:{ck}:{}", self.size, self.batch, self.labels)
+    }
+    fn predicted(&self) -> u64 {
+        let config = train::preset("mit-b0")
+            .expect("mit-b0 is a preset")
+            .with_num_labels(self.labels);
+        MemoryPlan::predict(&PlanInput {
+            config: &config,
+            height: self.size,
+            width: self.size,
+            batch: self.batch,
+            precision: if self.bf16 {
+                Precision::Bf16
+            } else {
+                Precision::F32
+            },
+            checkpointing: self.ckpt,
+        })
+        .peak_bytes()
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Measured {
+    case: Case,
+    heap_peak: u64,
+    heap_before: u64,
+    rss_peak: u64,
+    step_s: f64,
+}
+
+fn vm_hwm() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024)
+        .unwrap_or(0)
+}
+
+/// One training step exactly as the trainer runs it (without accumulation).
+fn step<B: AutodiffBackend>(
+    model: segformer::Segformer<B>,
+    opt: &mut AdamW<B>,
+    x: &Tensor<B, 4>,
+    y: &Tensor<B, 3, Int>,
+) -> segformer::Segformer<B> {
+    let loss = model.loss(model.forward(x.clone()), y.clone());
+    let _ = loss.clone().into_scalar();
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    opt.step(6e-5, model, grads, 1.0).0
+}
+
+fn measure<B: AutodiffBackend>(case: &Case) -> Measured {
+    let device = Default::default();
+    B::seed(&device, 0);
+    let config = train::preset("mit-b0").unwrap().with_num_labels(case.labels);
+    let compute = case.bf16.then_some(FloatDType::BF16);
+    let mut model = config.init::<B>(&device).unwrap().with_compute_dtype(compute);
+    let (b, s) = (case.batch, case.size);
+    let x = Tensor::<B, 4>::random([b, 3, s, s], Distribution::Normal(0.0, 1.0), &device);
+    let y = Tensor::<B, 3, Int>::random(
+        [b, s, s],
+        Distribution::Uniform(0.0, case.labels as f64),
+        &device,
+    );
+    let mut opt = AdamW::<B>::new(AdamWConfig {
+        lr: 6e-5,
+        ..Default::default()
+    });
+    model = step(model, &mut opt, &x, &y); // warm-up: allocates the AdamW moments
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    // "5" resets the RSS high-water mark to the current RSS (Linux ≥ 4.0).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let t = Instant::now();
+    let model = step(model, &mut opt, &x, &y);
+    let step_s = t.elapsed().as_secs_f64();
+    let heap_peak = PEAK.load(Ordering::Relaxed) as u64;
+    let rss_peak = vm_hwm();
+    drop(model);
+    Measured {
+        case: case.clone(),
+        heap_peak,
+        heap_before: before as u64,
+        rss_peak,
+        step_s,
+    }
+}
+
+fn child(case: &Case) -> Result<Measured, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .args(["--one", &case.spec()])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn header() -> String {
+    format!(
+        "| {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} |\n|{}",
+        "size",
+        "batch",
+        "prec",
+        "ckpt",
+        "labels",
+        "heap MiB",
+        "RSS MiB",
+        "predicted MiB",
+        "error %",
+        "step s",
+        "---|".repeat(10)
+    )
+}
+
+fn row(m: &Measured) -> (String, f64) {
+    let p = m.case.predicted() as f64;
+    let err = 100.0 * (p - m.heap_peak as f64) / m.heap_peak as f64;
+    let line = format!(
+        "| {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
+        m.case.size,
+        m.case.batch,
+        if m.case.bf16 { "bf16" } else { "f32" },
+        if m.case.ckpt { "on" } else { "off" },
+        m.case.labels,
+        m.heap_peak as f64 / MIB,
+        m.rss_peak as f64 / MIB,
+        p / MIB,
+        err,
+        m.step_s
+    );
+    (line, err)
+}
+
+fn default_grid() -> Vec<Case> {
+    let mut v = Vec::new();
+    for size in [256, 512] {
+        for batch in [1, 2, 4] {
+            for bf16 in [false, true] {
+                for ckpt in [false, true] {
+                    for labels in [2, 150] {
+                        v.push(Case {
+                            size,
+                            batch,
+                            bf16,
+                            ckpt,
+                            labels,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (mut json, mut md, mut replay, mut cases) = (None, None, None, Vec::new());
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--one" => {
+                let spec = args.next().expect("--one CASE");
+                let case = Case::parse(&spec).expect("valid case");
+                let m = match (case.ckpt, ()) {
+                    (true, ()) => measure::<Autodiff<Flex, BalancedCheckpointing>>(&case),
+                    (false, ()) => measure::<Autodiff<Flex>>(&case),
+                };
+                println!("{}", serde_json::to_string(&m).unwrap());
+                return;
+            }
+            "--json" => json = args.next(),
+            "--md" => md = args.next(),
+            "--replay" => replay = args.next(),
+            c => cases.push(Case::parse(c).unwrap_or_else(|| {
+                panic!("bad case `{c}`: use SIZE:BATCH:f32|bf16:ckpt|full:LABELS")
+            })),
+        }
+    }
+    let mut results: Vec<Measured> = match &replay {
+        Some(path) => serde_json::from_str(&std::fs::read_to_string(path).expect("read --replay"))
+            .expect("a --json file of this benchmark"),
+        None => Vec::new(),
+    };
+    if replay.is_none() && cases.is_empty() {
+        cases = default_grid();
+    }
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    println!(
+        "MiT-B0 training step (fwd + loss + bwd + AdamW), burn-flex 0.21 on {threads} threads; \
+         peak after 1 warm-up step; error = predicted vs measured heap peak"
+    );
+    println!("{}", header());
+    let mut lines = Vec::new();
+    let mut worst: f64 = 0.0;
+    for m in &results {
+        let (line, err) = row(m);
+        println!("{line}");
+        worst = worst.max(err.abs());
+        lines.push(line);
+    }
+    for c in &cases {
+        match child(c) {
+            Ok(m) => {
+                let (line, err) = row(&m);
+                println!("{line}");
+                worst = worst.max(err.abs());
+                lines.push(line);
+                results.push(m);
+                // Save after every case: a long grid that is cut short keeps what it measured.
+                if let Some(path) = &json {
+                    let text = serde_json::to_string_pretty(&results).unwrap();
+                    train::write_atomic(std::path::Path::new(path), text.as_bytes())
+                        .expect("write --json");
+                }
+            }
+            Err(e) => eprintln!("{}: failed: {e}", c.spec()),
+        }
+    }
+    println!("worst |error| over {} cases: {worst:.1}%", results.len());
+    if let Some(path) = md {
+        let text = format!(
+            "{}\n{}\n\nworst |error| over {} cases: {worst:.1}%\n",
+            header(),
+            lines.join("\n"),
+            results.len()
+        );
+        train::write_atomic(std::path::Path::new(&path), text.as_bytes()).expect("write --md");
+    }
+}
