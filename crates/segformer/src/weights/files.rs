@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::{DType, TensorData};
 use safetensors::{Dtype, SafeTensors};
 
-use super::WeightsError;
+use super::{WeightsError, torch_pickle};
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WeightsError + '_ {
     move |source| WeightsError::Io {
@@ -42,23 +42,14 @@ pub(crate) fn read_safetensors(path: &Path) -> Result<HashMap<String, TensorData
     Ok(out)
 }
 
-/// All tensors of a PyTorch `pytorch_model.bin` (`torch.save` zip or legacy pickle), by key.
+/// All tensors of a PyTorch `pytorch_model.bin` (a `torch.save` zip archive), by key.
 pub(crate) fn read_pytorch(path: &Path) -> Result<HashMap<String, TensorData>, WeightsError> {
-    let bad = |message: String| WeightsError::Format {
+    let bytes = fs::read(path).map_err(io_error(path))?;
+    let tensors = torch_pickle::read(&bytes).map_err(|message| WeightsError::Format {
         path: path.to_path_buf(),
         message,
-    };
-    let reader = burn_store::pytorch::PytorchReader::new(path).map_err(|e| bad(e.to_string()))?;
-    reader
-        .into_tensors()
-        .into_iter()
-        .map(|(key, snapshot)| {
-            let data = snapshot
-                .to_data()
-                .map_err(|e| bad(format!("tensor {key}: {e}")))?;
-            Ok((key, data))
-        })
-        .collect()
+    })?;
+    Ok(tensors.into_iter().collect())
 }
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename.

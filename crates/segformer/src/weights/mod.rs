@@ -6,6 +6,7 @@
 
 mod files;
 mod names;
+mod torch_pickle;
 
 use std::collections::HashMap;
 use std::fmt;
