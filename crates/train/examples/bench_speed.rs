@@ -44,7 +44,13 @@ impl Case {
         })
     }
     fn name(&self) -> String {
-        format!("{} b{} {}² {}", if self.train { "train" } else { "infer" }, self.batch, self.size, if self.bf16 { "bf16" } else { "f32" })
+        format!(
+            "{} b{} {}² {}",
+            if self.train { "train" } else { "infer" },
+            self.batch,
+            self.size,
+            if self.bf16 { "bf16" } else { "f32" }
+        )
     }
 }
 
@@ -57,11 +63,18 @@ fn run(case: &Case, steps: usize) -> f64 {
     let device = Default::default();
     B::seed(&device, 0);
     let compute = case.bf16.then_some(FloatDType::BF16);
-    let mut model = SegformerConfig::mit_b0().with_num_labels(2).init::<B>(&device).unwrap().with_compute_dtype(compute);
+    let mut model = SegformerConfig::mit_b0()
+        .with_num_labels(2)
+        .init::<B>(&device)
+        .unwrap()
+        .with_compute_dtype(compute);
     let (b, s) = (case.batch, case.size);
     let x = Tensor::<B, 4>::random([b, 3, s, s], Distribution::Normal(0.0, 1.0), &device);
     let y = Tensor::<B, 3, Int>::random([b, s, s], Distribution::Uniform(0.0, 2.0), &device);
-    let mut opt = AdamW::<B>::new(AdamWConfig { lr: 6e-5, ..Default::default() });
+    let mut opt = AdamW::<B>::new(AdamWConfig {
+        lr: 6e-5,
+        ..Default::default()
+    });
     let mut times = Vec::new();
     for i in 0..=steps {
         let t = Instant::now();
@@ -97,10 +110,21 @@ fn pytorch(script: &str, case: &Case, steps: usize) -> Option<f64> {
         .output()
         .ok()?;
     if !out.status.success() {
-        eprintln!("pytorch reference failed: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or(""));
+        eprintln!(
+            "pytorch reference failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
         return None;
     }
-    let v: serde_json::Value = serde_json::from_slice(out.stdout.split(|&c| c == b'\n').find(|l| l.starts_with(b"{"))?).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(
+        out.stdout
+            .split(|&c| c == b'\n')
+            .find(|l| l.starts_with(b"{"))?,
+    )
+    .ok()?;
     v["median_s"].as_f64()
 }
 
@@ -112,17 +136,34 @@ fn main() {
             "--steps" => steps = args.next().and_then(|v| v.parse().ok()).expect("--steps N"),
             "--json" => json = args.next(),
             "--pytorch" => py = args.next(),
-            c => cases.push(Case::parse(c).unwrap_or_else(|| panic!("bad case `{c}`: use train|infer:BATCH:SIZE:f32|bf16"))),
+            c => {
+                cases.push(Case::parse(c).unwrap_or_else(|| {
+                    panic!("bad case `{c}`: use train|infer:BATCH:SIZE:f32|bf16")
+                }))
+            }
         }
     }
     if cases.is_empty() {
-        for c in ["train:2:512:f32", "train:2:512:bf16", "train:4:256:f32", "infer:1:512:f32", "infer:1:512:bf16"] {
+        for c in [
+            "train:2:512:f32",
+            "train:2:512:bf16",
+            "train:4:256:f32",
+            "infer:1:512:f32",
+            "infer:1:512:bf16",
+        ] {
             cases.push(Case::parse(c).unwrap());
         }
     }
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    println!("MiT-B0, 2 classes, burn-flex 0.21 on {threads} threads, median of {steps} steps after 1 warm-up");
-    println!("{:<22} {:>10} {:>10} {:>12} {:>8}", "case", "segfit s", "img/s", "pytorch s", "ratio");
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    println!(
+        "MiT-B0, 2 classes, burn-flex 0.21 on {threads} threads, median of {steps} steps after 1 warm-up"
+    );
+    println!(
+        "{:<22} {:>10} {:>10} {:>12} {:>8}",
+        "case", "segfit s", "img/s", "pytorch s", "ratio"
+    );
     let mut rows = Vec::new();
     for c in &cases {
         let ours = run(c, steps);
@@ -133,8 +174,12 @@ fn main() {
             c.name(),
             ours,
             c.batch as f64 / ours,
-            theirs.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
-            ratio.map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into())
+            theirs
+                .map(|t| format!("{t:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            ratio
+                .map(|r| format!("{r:.2}x"))
+                .unwrap_or_else(|| "-".into())
         );
         rows.push(serde_json::json!({
             "case": c.name(), "mode": if c.train { "train" } else { "infer" }, "batch": c.batch, "size": c.size,

@@ -54,16 +54,18 @@ pub fn build_model<B: Backend>(
     if let Some(p) = cfg.classifier_dropout_prob {
         config.classifier_dropout_prob = p;
     }
-    if cfg.pretrained.is_none() {
-        config = config.with_num_channels(bands);
-    } else if config.num_channels != bands {
-        return Err(TrainError::Config(format!(
-            "the pretrained model in {} takes {} input bands but the dataset images have {bands}; \
-             use a dataset with {} bands or train from a preset (drop `model.pretrained`)",
-            cfg.pretrained.as_ref().unwrap().display(),
-            config.num_channels,
-            config.num_channels
-        )));
+    match &cfg.pretrained {
+        None => config = config.with_num_channels(bands),
+        Some(dir) if config.num_channels != bands => {
+            return Err(TrainError::Config(format!(
+                "the pretrained model in {} takes {} input bands but the dataset images have {bands}; \
+                 use a dataset with {} bands or train from a preset (drop `model.pretrained`)",
+                dir.display(),
+                config.num_channels,
+                config.num_channels
+            )));
+        }
+        Some(_) => {}
     }
     match &cfg.pretrained {
         Some(dir) => {

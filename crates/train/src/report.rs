@@ -181,7 +181,7 @@ impl Reporter {
             ));
         }
         self.steps.push((rec.step, rec.loss));
-        if rec.step % self.log_every == 0 {
+        if rec.step.is_multiple_of(self.log_every) {
             self.append("step", rec);
         }
     }

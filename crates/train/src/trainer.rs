@@ -324,7 +324,7 @@ pub fn train<B: AutodiffBackend>(
             });
             group_loss = 0.0;
             group_finite = true;
-            if t.checkpoint_every > 0 && state.step % t.checkpoint_every as u64 == 0 {
+            if t.checkpoint_every > 0 && state.step.is_multiple_of(t.checkpoint_every as u64) {
                 save_checkpoint(&run.last(), &model, &optim, &state)?;
             }
             if state.step >= total_steps {
@@ -342,7 +342,7 @@ pub fn train<B: AutodiffBackend>(
             f64::NAN
         };
         let evaluate = finished_epoch
-            && (state.epoch % t.eval_every.max(1) == 0 || state.epoch >= epochs)
+            && (state.epoch.is_multiple_of(t.eval_every.max(1)) || state.epoch >= epochs)
             || state.step >= total_steps;
         if evaluate {
             let inner = model.valid();

@@ -245,9 +245,8 @@ fn killed_run_resumes_bit_identically() {
     )
     .unwrap();
     assert!(resumed["step"].as_u64() > killed_at["step"].as_u64());
-    assert_eq!(
+    assert!(
         weights(&killed.join("checkpoints/last")) == weights(&full.join("checkpoints/last")),
-        true,
         "resumed weights differ from the uninterrupted run"
     );
     assert!(
