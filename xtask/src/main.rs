@@ -5,7 +5,9 @@
 //!   (the same code as `segfit prepare`; other flags are passed through).
 //! - `cargo xtask train [--config FILE] [--set K=V…] [--device D]`: prepares the synthetic set
 //!   when the config's data is missing, then trains into `runs/<config name>`.
+//! - `cargo xtask bench speed|memory [ARGS…]`: the benchmarks, in release.
 
+mod bench;
 mod prepare;
 mod segfit;
 mod train;
@@ -21,6 +23,7 @@ fn main() -> Result<()> {
     match command.as_deref() {
         Some("prepare") => prepare::run(&rest),
         Some("train") => train::run(&rest),
+        Some("bench") => bench::run(&rest),
         Some("-h" | "--help") | None => {
             println!("{}", HELP);
             Ok(())
@@ -37,7 +40,12 @@ commands:
                      `segfit prepare`, e.g. --count 200 --size 256 --out data/other)
   train [--config FILE] [--set KEY=VALUE…] [--output RUN_DIR] [--device cpu|cuda[:N]]
                      prepare the synthetic data if missing, then train (default config
-                     configs/synthetic-quick.toml) into runs/<config name>";
+                     configs/synthetic-quick.toml) into runs/<config name>
+  bench speed [CASE…] [--steps N] [--json FILE] [--pytorch shared/bench/pytorch_ref.py]
+                     MiT-B0 train/inference throughput (release build), with PyTorch side by side
+                     when a Python with torch + transformers is given
+  bench memory [ARGS…]
+                     peak memory of real training steps, measured vs the planner's prediction";
 
 /// The workspace root (xtask lives one level below it).
 pub fn project_root() -> PathBuf {

@@ -1,0 +1,40 @@
+//! `cargo xtask bench speed|memory [ARGS…]`: the benchmark programs of the train crate, built
+//! in release (benchmarks measure optimised code; they are never timed tests).
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::project_root;
+
+pub fn run(args: &[String]) -> Result<()> {
+    let (which, rest) = args
+        .split_first()
+        .map(|(w, r)| (w.as_str(), r))
+        .unwrap_or(("", &[]));
+    let example = match which {
+        "speed" => "bench_speed",
+        "memory" => "bench_memory",
+        other => bail!(
+            "unknown benchmark `{other}`; use `cargo xtask bench speed` or `cargo xtask bench memory`"
+        ),
+    };
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(project_root())
+        .args([
+            "run",
+            "--release",
+            "-p",
+            "train",
+            "--example",
+            example,
+            "--",
+        ])
+        .args(rest)
+        .status()
+        .with_context(|| format!("running cargo for the {example} benchmark"))?;
+    if !status.success() {
+        bail!("the {example} benchmark failed ({status})");
+    }
+    Ok(())
+}
