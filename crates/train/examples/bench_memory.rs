@@ -163,9 +163,14 @@ fn step<B: AutodiffBackend>(
 fn measure<B: AutodiffBackend>(case: &Case) -> Measured {
     let device = Default::default();
     B::seed(&device, 0);
-    let config = train::preset("mit-b0").unwrap().with_num_labels(case.labels);
+    let config = train::preset("mit-b0")
+        .unwrap()
+        .with_num_labels(case.labels);
     let compute = case.bf16.then_some(FloatDType::BF16);
-    let mut model = config.init::<B>(&device).unwrap().with_compute_dtype(compute);
+    let mut model = config
+        .init::<B>(&device)
+        .unwrap()
+        .with_compute_dtype(compute);
     let (b, s) = (case.batch, case.size);
     let x = Tensor::<B, 4>::random([b, 3, s, s], Distribution::Normal(0.0, 1.0), &device);
     let y = Tensor::<B, 3, Int>::random(

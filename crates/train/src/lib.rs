@@ -25,6 +25,7 @@ mod io;
 mod metrics;
 mod model;
 mod optim;
+mod plan;
 mod plot;
 mod report;
 mod scaler;
@@ -40,6 +41,10 @@ pub use io::{replace_dir, write_atomic};
 pub use metrics::{ConfusionMatrix, SegMetrics};
 pub use model::{build_model, preset, upsample_logits};
 pub use optim::{AdamW, AdamWConfig, StepStats};
+pub use plan::{
+    FitChoice, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory, fit_budget,
+    parse_bytes,
+};
 pub use report::{EpochRecord, Reporter, StepRecord};
 pub use scaler::GradScaler;
 pub use schedule::{ScheduleConfig, ScheduleKind};

@@ -1,0 +1,459 @@
+//! Predicting the peak memory of a training step, and fitting a run into a memory budget.
+//!
+//! The prediction counts, from the architecture alone, the elements every part of a step keeps
+//! alive at the peak (early in backward: all forward activations that autodiff saved, the
+//! parameters, the AdamW moments and the first gradients): parameters, per-block token tensors
+//! (`N·C`), Mix-FFN tensors (`N·4C`), sequence-reduced keys/values (`N/sr²·C`), attention
+//! scores (`heads·N·N/sr²`), the decode head (`D·N₀`) and the full-resolution logits of the
+//! loss (`labels·H·W`). Each count is multiplied by bytes-per-element factors calibrated on
+//! real CPU steps (`examples/bench_memory.rs`, table in `BENCH-memory.md`): the factor says how
+//! many such tensors burn's autodiff keeps and in which dtype.
+
+use std::fmt;
+
+use segformer::SegformerConfig;
+use serde::Serialize;
+
+use crate::config::Precision;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * MIB;
+
+/// One prediction's inputs: the model, the input size and how the step runs.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanInput<'a> {
+    /// The architecture and `num_labels` (e.g. `train::preset("mit-b0")?.with_num_labels(2)`).
+    pub config: &'a SegformerConfig,
+    /// Input height in pixels.
+    pub height: usize,
+    /// Input width in pixels.
+    pub width: usize,
+    /// Micro-batch size (images per forward/backward).
+    pub batch: usize,
+    /// Compute precision (f16 is predicted like bf16: same element size).
+    pub precision: Precision,
+    /// Burn's balanced activation checkpointing (`Autodiff<_, BalancedCheckpointing>`).
+    pub checkpointing: bool,
+}
+
+/// What [`fit_budget`] may vary: everything of a [`PlanInput`] except the micro-batch; the
+/// precision and checkpointing given here are tried first.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanInputTemplate<'a> {
+    /// The architecture and `num_labels`.
+    pub config: &'a SegformerConfig,
+    /// Input height in pixels.
+    pub height: usize,
+    /// Input width in pixels.
+    pub width: usize,
+    /// The precision the run asks for (bf16 is tried next when it is f32 and nothing fits).
+    pub precision: Precision,
+    /// Whether the run already asks for checkpointing.
+    pub checkpointing: bool,
+}
+
+/// Activation bytes of one encoder stage (attention scores are counted separately).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageMemory {
+    /// Tokens per image of the stage (`h·w`).
+    pub tokens: usize,
+    /// Token, Mix-FFN and reduced key/value tensors kept for backward.
+    pub activations: u64,
+    /// Attention scores/probabilities kept for backward (`B·heads·N·N/sr²` per block).
+    pub attention: u64,
+}
+
+/// A predicted peak, term by term (bytes).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemoryEstimate {
+    /// Trainable parameters (f32 master weights), with the BatchNorm running statistics.
+    pub parameters: usize,
+    /// f32 master weights.
+    pub weights: u64,
+    /// Parameter gradients (f32) alive at the peak, which falls early in backward: most
+    /// gradients are made later, as activations are freed (calibrated).
+    pub gradients: u64,
+    /// AdamW first and second moments (f32).
+    pub optimizer: u64,
+    /// Activations per encoder stage.
+    pub stages: Vec<StageMemory>,
+    /// Decode head activations (projected, upsampled, fused maps).
+    pub decoder: u64,
+    /// Full-resolution logits of the loss with their softmax and gradient copies.
+    pub logits: u64,
+    /// Input images and labels.
+    pub inputs: u64,
+    /// Mixed-precision weight copies kept by the graph, kernel scratch (calibrated).
+    pub workspace: u64,
+    /// The peak of the AdamW step itself: weights, moments, every gradient and the update's
+    /// temporaries. It is the step's peak when activations are small (tiny inputs).
+    pub optimizer_step: u64,
+}
+
+impl MemoryEstimate {
+    /// All activations of the encoder stages, attention included.
+    pub fn activations(&self) -> u64 {
+        self.stages
+            .iter()
+            .map(|s| s.activations + s.attention)
+            .sum()
+    }
+
+    /// The predicted peak of live bytes during one training step: the larger of the backward
+    /// peak and the optimizer step's.
+    pub fn peak_bytes(&self) -> u64 {
+        self.backward_peak().max(self.optimizer_step)
+    }
+
+    /// The peak early in backward: parameters, moments, activations, logits, inputs.
+    pub fn backward_peak(&self) -> u64 {
+        self.weights
+            + self.gradients
+            + self.optimizer
+            + self.activations()
+            + self.decoder
+            + self.logits
+            + self.inputs
+            + self.workspace
+    }
+}
+
+impl fmt::Display for MemoryEstimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let line = |f: &mut fmt::Formatter<'_>, name: &str, bytes: u64| {
+            writeln!(f, "{name:<28} {:>10.1} MiB", bytes as f64 / MIB)
+        };
+        writeln!(f, "{:<28} {:>10}", "parameters", self.parameters)?;
+        line(f, "weights (f32)", self.weights)?;
+        line(f, "gradients (f32)", self.gradients)?;
+        line(f, "optimizer state (AdamW m+v)", self.optimizer)?;
+        for (i, s) in self.stages.iter().enumerate() {
+            line(f, &format!("stage {} activations", i + 1), s.activations)?;
+            line(f, &format!("stage {} attention scores", i + 1), s.attention)?;
+        }
+        line(f, "decode head", self.decoder)?;
+        line(f, "full-resolution logits", self.logits)?;
+        line(f, "inputs and labels", self.inputs)?;
+        line(f, "workspace / allocator", self.workspace)?;
+        line(f, "backward peak", self.backward_peak())?;
+        line(f, "optimizer step peak", self.optimizer_step)?;
+        write!(
+            f,
+            "{:<28} {:>10.1} MiB",
+            "predicted peak",
+            self.peak_bytes() as f64 / MIB
+        )
+    }
+}
+
+/// Bytes kept per counted element, per way of running a step.
+///
+/// The per-block mix comes from counting what the ops of a block save for backward in f32
+/// (per `N·C`: the two LayerNorms' inputs and normalised values, q/k/v/o projection inputs
+/// and outputs, the residual sums and drop-path products, ≈ 20 tensors = 80 B; per `N·4C`:
+/// fc1 output, depthwise-conv input/output, the erf-GELU's five intermediates ≈ 7 tensors =
+/// 28 B; per reduced `N/sr²·C`: the sr conv output, its LayerNorm and k/v inputs ≈ 6 = 24 B;
+/// per stage `N·C`: patch embedding output and LayerNorms ≈ 6 = 24 B; decoder `D·N₀`: four
+/// upsampled maps, the concat, fuse output, BatchNorm and ReLU ≈ 13 = 52 B). `scale` is the
+/// measured fraction of that mix alive at the peak; the other factors are measured directly.
+#[derive(Clone, Copy, Debug)]
+struct Factors {
+    /// Fraction of the counted f32 token/FFN/decoder tensors alive at the peak.
+    scale: f64,
+    /// Bytes per attention score (f32 scores + softmax output + its gradient = 12 B without
+    /// checkpointing; checkpointing keeps only the probabilities).
+    attention: f64,
+    /// Bytes per full-resolution logit (upsampled logits, log-softmax output, its gradient).
+    logits: f64,
+    /// Gradient bytes per parameter alive at the peak: the peak falls early in backward, before
+    /// most gradients exist.
+    gradients: f64,
+    /// Workspace bytes per parameter: the bf16 weight copies the graph keeps in mixed precision.
+    workspace: f64,
+}
+
+/// Per-element byte counts of the analytic mix (see [`Factors`]).
+const TOKEN: f64 = 80.0;
+const MLP: f64 = 28.0;
+const REDUCED: f64 = 24.0;
+const STAGE: f64 = 24.0;
+const DECODER: f64 = 52.0;
+
+// Calibrated with `examples/bench_memory.rs` on MiT-B0 (256² and 512², batch 1–4, 2 and 150
+// labels); see BENCH-memory.md for the check against every measured point.
+fn factors(precision: Precision, checkpointing: bool) -> Factors {
+    let half = precision != Precision::F32;
+    match (half, checkpointing) {
+        (false, false) => Factors {
+            scale: 0.909,
+            attention: 12.0,
+            logits: 12.55,
+            gradients: 0.75,
+            workspace: 0.0,
+        },
+        (true, false) => Factors {
+            scale: 0.734,
+            attention: 12.0,
+            logits: 13.42,
+            gradients: 0.75,
+            workspace: 2.0,
+        },
+        (false, true) => Factors {
+            scale: 0.666,
+            attention: 4.0,
+            logits: 11.25,
+            gradients: 0.77,
+            workspace: 0.0,
+        },
+        (true, true) => Factors {
+            scale: 0.634,
+            attention: 8.0,
+            logits: 11.0,
+            gradients: 0.53,
+            workspace: 2.0,
+        },
+    }
+}
+
+/// Output size of a conv with kernel `k`, stride `s`, padding `k/2` (the patch embeddings).
+fn conv_out(n: usize, k: usize, s: usize) -> usize {
+    (n + 2 * (k / 2) - k) / s + 1
+}
+
+/// Trainable parameters of the model (the same count as the layer shapes give), plus the two
+/// BatchNorm running statistics.
+fn parameter_count(c: &SegformerConfig) -> usize {
+    let mut total = 0;
+    let mut c_in = c.num_channels;
+    for i in 0..c.num_encoder_blocks {
+        let (h, k, r) = (c.hidden_sizes[i], c.patch_sizes[i], c.sr_ratios[i]);
+        let m = h * c.mlp_ratios[i];
+        total += c_in * h * k * k + h + 2 * h;
+        let sr = if r > 1 { h * h * r * r + h + 2 * h } else { 0 };
+        let block = 2 * h + 4 * (h * h + h) + sr + 2 * h + (h * m + m) + (9 * m + m) + (m * h + h);
+        total += c.depths[i] * block + 2 * h;
+        c_in = h;
+    }
+    let d = c.decoder_hidden_size;
+    total += c.hidden_sizes.iter().map(|&h| h * d + d).sum::<usize>();
+    total + 4 * d * d + 2 * d + d * c.num_labels() + c.num_labels() + 2 * d
+}
+
+/// The memory predictor.
+pub struct MemoryPlan;
+
+impl MemoryPlan {
+    /// Predicts the peak live bytes of one training step (forward, loss, backward, AdamW step)
+    /// after the first (which allocates the AdamW moments).
+    pub fn predict(input: &PlanInput<'_>) -> MemoryEstimate {
+        let c = input.config;
+        let k = factors(input.precision, input.checkpointing);
+        let b = input.batch.max(1) as f64;
+        let p = parameter_count(c);
+        let (mut h, mut w) = (input.height, input.width);
+        let mut stages = Vec::with_capacity(c.num_encoder_blocks);
+        let mut n0 = 0;
+        for i in 0..c.num_encoder_blocks {
+            h = conv_out(h, c.patch_sizes[i], c.strides[i]);
+            w = conv_out(w, c.patch_sizes[i], c.strides[i]);
+            let n = h * w;
+            if i == 0 {
+                n0 = n;
+            }
+            let ch = c.hidden_sizes[i] as f64;
+            let sr = c.sr_ratios[i];
+            let reduced = if sr > 1 { (h / sr) * (w / sr) } else { n } as f64;
+            let depth = c.depths[i] as f64;
+            let n = n as f64;
+            let reduced_kv = if sr > 1 { REDUCED * reduced * ch } else { 0.0 };
+            let per_block =
+                k.scale * (TOKEN * n * ch + MLP * n * ch * c.mlp_ratios[i] as f64 + reduced_kv);
+            let heads = c.num_attention_heads[i] as f64;
+            stages.push(StageMemory {
+                tokens: n as usize,
+                activations: (b * (depth * per_block + k.scale * STAGE * n * ch)) as u64,
+                attention: (b * depth * k.attention * heads * n * reduced) as u64,
+            });
+        }
+        let labels = c.num_labels() as f64;
+        let pixels = (input.height * input.width) as f64;
+        let decoder = b * k.scale * DECODER * c.decoder_hidden_size as f64 * n0 as f64;
+        MemoryEstimate {
+            parameters: p,
+            weights: 4 * p as u64,
+            gradients: (k.gradients * p as f64) as u64,
+            optimizer: 8 * p as u64,
+            stages,
+            decoder: decoder as u64,
+            logits: (b * k.logits * labels * pixels) as u64,
+            // f32 images and i64 labels
+            inputs: (b * pixels * (4.0 * c.num_channels as f64 + 8.0)) as u64,
+            workspace: (k.workspace * p as f64) as u64,
+            // 16 B/param of weights, gradients and moments, plus the update's temporaries
+            // (1.6 B/param, measured at 64² where nothing else is large).
+            optimizer_step: (17.6 * p as f64) as u64,
+        }
+    }
+}
+
+/// How a run fits its budget: micro-batch, accumulation, precision, checkpointing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FitChoice {
+    /// Images per forward/backward.
+    pub micro_batch: usize,
+    /// Micro-batches per optimizer step (`micro_batch × accumulation_steps` = the effective batch).
+    pub accumulation_steps: usize,
+    /// The precision to train in.
+    pub precision: Precision,
+    /// Whether to enable activation checkpointing.
+    pub checkpointing: bool,
+    /// The budget, in bytes.
+    pub budget: u64,
+    /// The prediction for the chosen micro-batch.
+    pub estimate: MemoryEstimate,
+}
+
+impl FitChoice {
+    /// One line for logs: `batch 2 × 8 steps in bf16: predicted 3.1 GiB of 8 GiB`.
+    pub fn reason(&self) -> String {
+        let prec = match self.precision {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
+        };
+        let ck = if self.checkpointing {
+            " with checkpointing"
+        } else {
+            ""
+        };
+        format!(
+            "batch {} × {} steps in {prec}{ck}: predicted {} of {}",
+            self.micro_batch,
+            self.accumulation_steps,
+            human(self.estimate.peak_bytes()),
+            human(self.budget)
+        )
+    }
+}
+
+/// `3.1 GiB`, `512 MiB`: one decimal, trailing `.0` dropped.
+fn human(bytes: u64) -> String {
+    let (v, unit) = if bytes as f64 >= GIB {
+        (bytes as f64 / GIB, "GiB")
+    } else {
+        (bytes as f64 / MIB, "MiB")
+    };
+    let s = format!("{v:.1}");
+    format!("{} {unit}", s.strip_suffix(".0").unwrap_or(&s))
+}
+
+/// Chooses the largest micro-batch dividing `effective_batch` whose predicted peak fits
+/// `budget_bytes`, and the accumulation steps that make the effective batch exact. When even
+/// one image does not fit, tries bf16 (if the template is f32), then checkpointing, then both.
+///
+/// Errors when `effective_batch` is 0, or nothing fits; the message names the budget and the
+/// smallest predicted peak.
+pub fn fit_budget(
+    budget_bytes: u64,
+    effective_batch: usize,
+    template: &PlanInputTemplate<'_>,
+) -> Result<FitChoice, String> {
+    if effective_batch == 0 {
+        return Err("the effective batch must be at least 1".into());
+    }
+    let half = if template.precision == Precision::F32 {
+        Precision::Bf16
+    } else {
+        template.precision
+    };
+    let mut modes = vec![(template.precision, template.checkpointing)];
+    for m in [
+        (half, template.checkpointing),
+        (template.precision, true),
+        (half, true),
+    ] {
+        if !modes.contains(&m) {
+            modes.push(m);
+        }
+    }
+    let predict = |batch, (precision, checkpointing)| {
+        MemoryPlan::predict(&PlanInput {
+            config: template.config,
+            height: template.height,
+            width: template.width,
+            batch,
+            precision,
+            checkpointing,
+        })
+    };
+    for &mode in &modes {
+        for micro in (1..=effective_batch).rev() {
+            if effective_batch % micro != 0 {
+                continue;
+            }
+            let estimate = predict(micro, mode);
+            if estimate.peak_bytes() <= budget_bytes {
+                return Ok(FitChoice {
+                    micro_batch: micro,
+                    accumulation_steps: effective_batch / micro,
+                    precision: mode.0,
+                    checkpointing: mode.1,
+                    budget: budget_bytes,
+                    estimate,
+                });
+            }
+        }
+    }
+    let smallest = modes
+        .iter()
+        .map(|&m| predict(1, m).peak_bytes())
+        .min()
+        .unwrap_or(0);
+    Err(format!(
+        "a memory budget of {} is too small for {}×{} inputs: the smallest predicted peak is {} \
+         (batch 1 in bf16 with checkpointing); raise the budget or lower data.size",
+        human(budget_bytes),
+        template.height,
+        template.width,
+        human(smallest)
+    ))
+}
+
+/// Parses a byte size: a number with an optional unit, `8GiB`, `7.5G`, `512MiB`, `8000MB`,
+/// `1048576`. Units are case-insensitive.
+///
+/// NOTE: bare `K`/`M`/`G`/`T` are binary (like `GiB`), as memory sizes are usually meant;
+/// `KB`/`MB`/`GB`/`TB` are decimal (SI).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    let split = s
+        .find(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = (s[..split].trim(), s[split..].trim());
+    let bad = |why: &str| {
+        Err(format!(
+            "`{text}` is not a memory size ({why}); write e.g. 8GiB, 7.5G, 512MiB or 8000MB"
+        ))
+    };
+    let value: f64 = match number.parse() {
+        Ok(v) => v,
+        Err(_) => return bad("no number"),
+    };
+    let scale: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => MIB,
+        "g" | "gib" => GIB,
+        "t" | "tib" => GIB * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => return bad(&format!("unknown unit `{unit}`")),
+    };
+    let bytes = value * scale;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return bad("must be at least 1 byte");
+    }
+    Ok(bytes.round() as u64)
+}

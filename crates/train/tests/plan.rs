@@ -1,0 +1,272 @@
+//! The memory planner against real training steps (a counting global allocator measures the
+//! peak live heap of this test binary), plus the budget fitting and size parsing rules.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+use burn::backend::{Autodiff, Flex};
+use burn::optim::GradientsParams;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Distribution, FloatDType, Int, Tensor};
+use train::{
+    AdamW, AdamWConfig, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
+    parse_bytes,
+};
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(by: usize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: every call goes to `System` unchanged; only counters are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            grew(l.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(l) };
+        if !p.is_null() {
+            grew(l.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            if new >= l.size() {
+                grew(new - l.size());
+            } else {
+                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// One measurement at a time: the counters are process-wide.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+/// Peak live heap bytes of the second of two real training steps (the first allocates the
+/// AdamW moments), everything the process holds included, like the prediction.
+fn measured_peak<B: AutodiffBackend>(size: usize, batch: usize, bf16: bool) -> u64 {
+    let _guard = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Default::default();
+    B::seed(&device, 0);
+    let config = train::preset("mit-b0").unwrap().with_num_labels(2);
+    let mut model = config
+        .init::<B>(&device)
+        .unwrap()
+        .with_compute_dtype(bf16.then_some(FloatDType::BF16));
+    let x = Tensor::<B, 4>::random(
+        [batch, 3, size, size],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
+    let y = Tensor::<B, 3, Int>::random(
+        [batch, size, size],
+        Distribution::Uniform(0.0, 2.0),
+        &device,
+    );
+    let mut opt = AdamW::<B>::new(AdamWConfig::default());
+    let mut peak = 0;
+    for i in 0..2 {
+        if i == 1 {
+            PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        let loss = model.loss(model.forward(x.clone()), y.clone());
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = opt.step(6e-5, model, grads, 1.0).0;
+        peak = PEAK.load(Ordering::Relaxed);
+    }
+    // Everything the test harness held before the model existed is not part of training.
+    peak as u64
+}
+
+fn predicted(size: usize, batch: usize, precision: Precision, checkpointing: bool) -> u64 {
+    let config = train::preset("mit-b0").unwrap().with_num_labels(2);
+    MemoryPlan::predict(&PlanInput {
+        config: &config,
+        height: size,
+        width: size,
+        batch,
+        precision,
+        checkpointing,
+    })
+    .peak_bytes()
+}
+
+fn check(measured: u64, predicted: u64, what: &str) {
+    let err = (predicted as f64 - measured as f64) / measured as f64;
+    assert!(
+        err.abs() <= 0.10,
+        "{what}: predicted {predicted} B vs measured {measured} B ({:+.1}%)",
+        100.0 * err
+    );
+}
+
+#[test]
+fn prediction_is_within_ten_percent_of_real_f32_steps() {
+    for (size, batch) in [(64, 1), (64, 2), (128, 1), (128, 2)] {
+        let m = measured_peak::<Autodiff<Flex>>(size, batch, false);
+        check(
+            m,
+            predicted(size, batch, Precision::F32, false),
+            &format!("{size}² b{batch} f32"),
+        );
+    }
+}
+
+#[test]
+fn prediction_is_within_ten_percent_for_bf16_and_checkpointing() {
+    let m = measured_peak::<Autodiff<Flex>>(128, 2, true);
+    check(m, predicted(128, 2, Precision::Bf16, false), "128² b2 bf16");
+    let m = measured_peak::<Autodiff<Flex, BalancedCheckpointing>>(128, 2, false);
+    check(
+        m,
+        predicted(128, 2, Precision::F32, true),
+        "128² b2 f32 checkpointed",
+    );
+}
+
+#[test]
+fn prediction_grows_with_batch_size_and_labels() {
+    let p1 = predicted(512, 1, Precision::F32, false);
+    let p2 = predicted(512, 2, Precision::F32, false);
+    assert!(p2 > p1);
+    let c150 = train::preset("mit-b0").unwrap().with_num_labels(150);
+    let e = MemoryPlan::predict(&PlanInput {
+        config: &c150,
+        height: 512,
+        width: 512,
+        batch: 1,
+        precision: Precision::F32,
+        checkpointing: false,
+    });
+    // 150 classes at full resolution: the logits term alone holds 150·512² f32 several times.
+    assert!(e.logits >= 150 * 512 * 512 * 4, "{e}");
+    assert!(e.peak_bytes() > p1);
+    assert!(e.to_string().contains("full-resolution logits"));
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["stages"].as_array().unwrap().len(), 4);
+}
+
+fn template(config: &segformer::SegformerConfig, size: usize) -> PlanInputTemplate<'_> {
+    PlanInputTemplate {
+        config,
+        height: size,
+        width: size,
+        precision: Precision::F32,
+        checkpointing: false,
+    }
+}
+
+#[test]
+fn fit_takes_the_largest_divisor_that_fits() {
+    let config = train::preset("mit-b0").unwrap().with_num_labels(2);
+    let t = template(&config, 512);
+    let p = |b| predicted(512, b, Precision::F32, false);
+    // A budget just above batch 4's peak, effective batch 16: 4 × 4.
+    let c = fit_budget(p(4) + 1, 16, &t).unwrap();
+    assert_eq!((c.micro_batch, c.accumulation_steps), (4, 4));
+    assert_eq!((c.precision, c.checkpointing), (Precision::F32, false));
+    assert!(
+        c.reason()
+            .starts_with("batch 4 × 4 steps in f32: predicted"),
+        "{}",
+        c.reason()
+    );
+    // Effective 12 with room for 5 images: 5 does not divide 12, so 4 × 3.
+    let c = fit_budget(p(5) + 1, 12, &t).unwrap();
+    assert_eq!((c.micro_batch, c.accumulation_steps), (4, 3));
+    // Effective 7 (prime) with room for 4: 1 × 7.
+    let c = fit_budget(p(4) + 1, 7, &t).unwrap();
+    assert_eq!((c.micro_batch, c.accumulation_steps), (1, 7));
+    // Plenty of room: no accumulation.
+    let c = fit_budget(u64::MAX / 2, 8, &t).unwrap();
+    assert_eq!((c.micro_batch, c.accumulation_steps), (8, 1));
+}
+
+#[test]
+fn fit_falls_back_to_bf16_then_checkpointing_then_both() {
+    let config = train::preset("mit-b0").unwrap().with_num_labels(2);
+    let t = template(&config, 512);
+    let f32_1 = predicted(512, 1, Precision::F32, false);
+    let bf16_1 = predicted(512, 1, Precision::Bf16, false);
+    let ck_1 = predicted(512, 1, Precision::F32, true);
+    let both_1 = predicted(512, 1, Precision::Bf16, true);
+    let order = [
+        (f32_1, Precision::F32, false),
+        (bf16_1, Precision::Bf16, false),
+        (ck_1, Precision::F32, true),
+        (both_1, Precision::Bf16, true),
+    ];
+    // Each mode is chosen once the budget is below every earlier mode's batch-1 peak.
+    for (i, &(peak, precision, ckpt)) in order.iter().enumerate() {
+        let earlier_min = order[..i].iter().map(|o| o.0).min().unwrap_or(u64::MAX);
+        if peak >= earlier_min {
+            continue; // this mode is never needed: an earlier one is already smaller
+        }
+        let c = fit_budget(peak, 4, &t).unwrap();
+        assert_eq!((c.micro_batch, c.accumulation_steps), (1, 4));
+        assert_eq!(
+            (c.precision, c.checkpointing),
+            (precision, ckpt),
+            "{}",
+            c.reason()
+        );
+    }
+    let smallest = order.iter().map(|o| o.0).min().unwrap();
+    let e = fit_budget(smallest - 1, 4, &t).unwrap_err();
+    assert!(
+        e.contains("too small") && e.contains("smallest predicted peak"),
+        "{e}"
+    );
+    let e = fit_budget(1024 * 1024, 4, &t).unwrap_err();
+    assert!(e.contains("1 MiB"), "{e}");
+    assert!(
+        fit_budget(1 << 40, 0, &t)
+            .unwrap_err()
+            .contains("at least 1")
+    );
+}
+
+#[test]
+fn parses_memory_sizes() {
+    let gib = 1u64 << 30;
+    for (text, bytes) in [
+        ("8GiB", 8 * gib),
+        ("7.5G", 15 * gib / 2),
+        ("512MiB", 512 << 20),
+        ("8000MB", 8_000_000_000),
+        (" 16 gb ", 16_000_000_000),
+        ("1048576", 1 << 20),
+        ("2k", 2048),
+        ("1.5TiB", 3 << 39),
+    ] {
+        assert_eq!(parse_bytes(text), Ok(bytes), "{text}");
+    }
+    for bad in ["", "GiB", "8 parsecs", "-1G", "0", "1.2.3G"] {
+        let e = parse_bytes(bad).unwrap_err();
+        assert!(
+            e.contains(&format!("`{bad}`")) && e.contains("8GiB"),
+            "{bad}: {e}"
+        );
+    }
+}
