@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p train --example bench_memory -- [--json FILE] [--md FILE] [--replay FILE] [CASE…]
+//! cargo run --release -p train --example bench_memory -- --predict CASE…   (breakdown only, runs nothing)
 //! CASE = SIZE:BATCH:f32|bf16:ckpt|full:LABELS   e.g. 512:2:f32:full:2   (default: a 256/512 grid)
 //! ```
 //! Each case runs in a fresh child process (so neither the heap nor the RSS high-water mark
@@ -106,7 +107,7 @@ impl Case {
         let ck = if self.ckpt { "ckpt" } else { "full" };
         format!("{}:{}:{prec}:{ck}:{}", self.size, self.batch, self.labels)
     }
-    fn predicted(&self) -> u64 {
+    fn estimate(&self) -> train::MemoryEstimate {
         let config = train::preset("mit-b0")
             .expect("mit-b0 is a preset")
             .with_num_labels(self.labels);
@@ -122,7 +123,9 @@ impl Case {
             },
             checkpointing: self.ckpt,
         })
-        .peak_bytes()
+    }
+    fn predicted(&self) -> u64 {
+        self.estimate().peak_bytes()
     }
 }
 
@@ -287,6 +290,14 @@ fn main() {
                     (false, ()) => measure::<Autodiff<Flex>>(&case),
                 };
                 println!("{}", serde_json::to_string(&m).unwrap());
+                return;
+            }
+            "--predict" => {
+                // Prediction only, nothing is run: for sizes this machine cannot measure.
+                for spec in args.by_ref() {
+                    let case = Case::parse(&spec).expect("valid case");
+                    println!("{spec}\n{}\n", case.estimate());
+                }
                 return;
             }
             "--json" => json = args.next(),

@@ -388,7 +388,7 @@ pub fn fit_budget(
     };
     for &mode in &modes {
         for micro in (1..=effective_batch).rev() {
-            if effective_batch % micro != 0 {
+            if !effective_batch.is_multiple_of(micro) {
                 continue;
             }
             let estimate = predict(micro, mode);
