@@ -316,11 +316,7 @@ pub struct FitChoice {
 impl FitChoice {
     /// One line for logs: `batch 2 × 8 steps in bf16: predicted 3.1 GiB of 8 GiB`.
     pub fn reason(&self) -> String {
-        let prec = match self.precision {
-            Precision::F32 => "f32",
-            Precision::Bf16 => "bf16",
-            Precision::F16 => "f16",
-        };
+        let prec = precision_name(self.precision);
         let ck = if self.checkpointing {
             " with checkpointing"
         } else {
@@ -404,19 +400,33 @@ pub fn fit_budget(
             }
         }
     }
-    let smallest = modes
+    let (smallest, (precision, checkpointing)) = modes
         .iter()
-        .map(|&m| predict(1, m).peak_bytes())
-        .min()
-        .unwrap_or(0);
+        .map(|&m| (predict(1, m).peak_bytes(), m))
+        .min_by_key(|&(bytes, _)| bytes)
+        .unwrap_or((0, (template.precision, template.checkpointing)));
+    let ck = if checkpointing {
+        " with checkpointing"
+    } else {
+        ""
+    };
     Err(format!(
         "a memory budget of {} is too small for {}×{} inputs: the smallest predicted peak is {} \
-         (batch 1 in bf16 with checkpointing); raise the budget or lower data.size",
+         (batch 1 in {}{ck}); raise the budget or lower data.size",
         human(budget_bytes),
         template.height,
         template.width,
-        human(smallest)
+        human(smallest),
+        precision_name(precision)
     ))
+}
+
+fn precision_name(p: Precision) -> &'static str {
+    match p {
+        Precision::F32 => "f32",
+        Precision::Bf16 => "bf16",
+        Precision::F16 => "f16",
+    }
 }
 
 /// Parses a byte size: a number with an optional unit, `8GiB`, `7.5G`, `512MiB`, `8000MB`,
