@@ -8,6 +8,7 @@ mod eval;
 mod export;
 mod model_source;
 mod npy;
+mod plan;
 mod predict;
 mod prepare;
 mod train_cmd;
@@ -38,6 +39,8 @@ enum Command {
     Predict(predict::PredictArgs),
     /// Write a model as an HF directory (config.json + model.safetensors) for transformers.
     Export(export::ExportArgs),
+    /// Predict the peak memory of a training step, broken down, or fit a memory budget.
+    Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Eval(a) => eval::run(&a),
         Command::Predict(a) => predict::run(&a),
         Command::Export(a) => export::run(&a),
+        Command::Plan(a) => plan::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

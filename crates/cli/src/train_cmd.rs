@@ -29,6 +29,13 @@ pub struct TrainArgs {
     /// Where to train: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
+    /// Fit training into this much memory (e.g. 8GiB): micro-batch, accumulation steps and, if
+    /// needed, bf16 and checkpointing are chosen from the memory planner (= memory.budget).
+    #[arg(long)]
+    pub memory_budget: Option<String>,
+    /// The effective batch size to keep with --memory-budget (= memory.effective_batch).
+    #[arg(long)]
+    pub effective_batch: Option<usize>,
 }
 
 /// Runs `segfit train`.
@@ -71,8 +78,20 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     };
     let text = std::fs::read_to_string(&config_path)
         .with_context(|| format!("reading the config {}", config_path.display()))?;
-    let cfg = TrainConfig::from_toml_str(&text, &args.sets)
+    let mut sets = args.sets.clone();
+    if let Some(b) = &args.memory_budget {
+        sets.push(format!("memory.budget={b:?}"));
+    }
+    if let Some(n) = args.effective_batch {
+        sets.push(format!("memory.effective_batch={n}"));
+    }
+    let mut cfg = TrainConfig::from_toml_str(&text, &sets)
         .with_context(|| format!("{}", config_path.display()))?;
+    if let Some(reason) =
+        train::fit_memory(&mut cfg).with_context(|| format!("{}", config_path.display()))?
+    {
+        eprintln!("memory plan: {reason}");
+    }
     if !resume && train::can_resume(&run_dir) {
         bail!(
             "{} already holds a run; continue it with --resume {} or choose another --output",

@@ -653,3 +653,54 @@ fn pixel_values_give_hf_logits() {
     let diff = max_abs_diff(&logits, &hf_logits);
     assert!(diff < 1e-4, "logits differ from transformers by {diff}");
 }
+
+#[test]
+fn plan_predicts_and_fits_a_budget() {
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "plan", "--json", "--size", "256x256", "--batch", "2",
+    ]))
+    .unwrap();
+    assert_eq!(json["stages"].as_array().unwrap().len(), 4);
+    assert_eq!(json["parameters"], 3715170, "MiT-B0 with 2 classes");
+    let table = ok(&["plan", "--size", "512", "--batch", "2", "--checkpointing"]);
+    assert!(
+        table.contains("predicted peak") && table.contains("attention"),
+        "{table}"
+    );
+    // More memory per image at 512² than at 256²: the larger plan must predict more.
+    let small: serde_json::Value =
+        serde_json::from_str(&ok(&["plan", "--json", "--size", "256", "--batch", "1"])).unwrap();
+    let big: serde_json::Value =
+        serde_json::from_str(&ok(&["plan", "--json", "--size", "512", "--batch", "1"])).unwrap();
+    let act = |v: &serde_json::Value| v["stages"][0]["activations"].as_u64().unwrap();
+    assert_eq!(
+        act(&big),
+        4 * act(&small),
+        "stage-1 activations scale with the pixel count"
+    );
+
+    let fit: serde_json::Value = serde_json::from_str(&ok(&[
+        "plan",
+        "--json",
+        "--size",
+        "512",
+        "--memory-budget",
+        "2GiB",
+        "--effective-batch",
+        "8",
+    ]))
+    .unwrap();
+    let (micro, accum) = (
+        fit["micro_batch"].as_u64().unwrap(),
+        fit["accumulation_steps"].as_u64().unwrap(),
+    );
+    assert_eq!(micro * accum, 8, "the effective batch is kept");
+    assert!(micro < 8, "8 images at 512² do not fit in 2 GiB");
+    let e = fails(&["plan", "--size", "1024", "--memory-budget", "10MiB"]);
+    assert!(
+        e.contains("10MiB") || e.contains("10 MiB") || e.contains("10.0 MiB"),
+        "{e}"
+    );
+    let e = fails(&["plan", "--memory-budget", "eight"]);
+    assert!(e.contains("eight"), "{e}");
+}

@@ -7,6 +7,8 @@ use burn::backend::{Autodiff, Flex};
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::model::model_config;
+use crate::plan::{PlanInputTemplate, fit_budget, parse_bytes};
 use crate::trainer::{RunOptions, RunSummary, train};
 
 /// Where to train: `cpu`, `cuda` (GPU 0) or `cuda:N`.
@@ -55,6 +57,11 @@ impl Device {
 /// Trains on `device`, with Burn's balanced activation checkpointing when the config asks.
 pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSummary, TrainError> {
     device.check_available()?;
+    let mut fitted = cfg.clone();
+    if let Some(reason) = fit_memory(&mut fitted)? {
+        eprintln!("memory: {reason}");
+    }
+    let cfg = &fitted;
     match device {
         Device::Cpu if cfg.train.checkpointing => {
             train::<Autodiff<Flex, BalancedCheckpointing>>(cfg, opts, &Default::default())
@@ -96,6 +103,43 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
     }
 }
 
+/// Applies `[memory] budget`: picks micro-batch, accumulation, precision and checkpointing so
+/// the predicted peak fits and the effective batch (`memory.effective_batch`, else
+/// `batch_size × accumulation_steps`) is kept. Returns why, or `None` without a budget.
+pub fn fit_memory(cfg: &mut TrainConfig) -> Result<Option<String>, TrainError> {
+    let Some(budget) = cfg.memory.budget.clone() else {
+        return Ok(None);
+    };
+    let bytes =
+        parse_bytes(&budget).map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
+    let meta = tiles::DatasetMeta::load(&cfg.data.root)?;
+    let class_names = match (&cfg.data.classes, &meta) {
+        (Some(l), _) => l.class_names(),
+        (None, Some(m)) => m.classes.clone(),
+        (None, None) => vec!["class_0".into(), "class_1".into()],
+    };
+    let bands = meta.as_ref().map(|m| m.bands).unwrap_or(3);
+    let model = model_config(&cfg.model, &class_names, bands)?;
+    let effective = cfg
+        .memory
+        .effective_batch
+        .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps);
+    let template = PlanInputTemplate {
+        config: &model,
+        height: cfg.data.size[0],
+        width: cfg.data.size[1],
+        precision: cfg.train.precision,
+        checkpointing: cfg.train.checkpointing,
+    };
+    let choice = fit_budget(bytes, effective, &template)
+        .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
+    cfg.train.batch_size = choice.micro_batch;
+    cfg.train.accumulation_steps = choice.accumulation_steps;
+    cfg.train.precision = choice.precision;
+    cfg.train.checkpointing = choice.checkpointing;
+    Ok(Some(choice.reason()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +151,34 @@ mod tests {
         assert_eq!("cuda:3".parse::<Device>().unwrap(), Device::Cuda(3));
         let e = "tpu".parse::<Device>().unwrap_err().to_string();
         assert!(e.contains("tpu") && e.contains("cuda:N"), "{e}");
+    }
+
+    #[test]
+    fn memory_budget_rewrites_batch_and_accumulation() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = tiles::SyntheticOptions {
+            count: 4,
+            size: 32,
+            out: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        tiles::prepare_synthetic(&opts).unwrap();
+        let text = format!(
+            "[model]\npreset = \"mit-b0\"\n[data]\nroot = {:?}\nsize = [512, 512]\n[train]\nbatch_size = 8\n[memory]\nbudget = \"2GiB\"\n",
+            dir.path().to_str().unwrap()
+        );
+        let mut cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
+        let reason = fit_memory(&mut cfg).unwrap().expect("a budget was given");
+        assert_eq!(
+            cfg.train.batch_size * cfg.train.accumulation_steps,
+            8,
+            "{reason}"
+        );
+        assert!(cfg.train.batch_size < 8, "{reason}");
+        assert!(reason.contains("2 GiB"), "{reason}");
+        cfg.memory.budget = Some("a lot".into());
+        let e = fit_memory(&mut cfg).unwrap_err().to_string();
+        assert!(e.contains("memory.budget") && e.contains("a lot"), "{e}");
     }
 
     #[cfg(not(feature = "cuda"))]

@@ -35,11 +35,11 @@ mod trainer;
 pub use checkpoint::{TrainerState, load_trainer_state, save_checkpoint};
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
 pub use data::{Loader, SampleSource, epoch_order};
-pub use device::{Device, run};
+pub use device::{Device, fit_memory, run};
 pub use error::TrainError;
 pub use io::{replace_dir, write_atomic};
 pub use metrics::{ConfusionMatrix, SegMetrics};
-pub use model::{build_model, preset, upsample_logits};
+pub use model::{build_model, model_config, preset, upsample_logits};
 pub use optim::{AdamW, AdamWConfig, StepStats};
 pub use plan::{
     FitChoice, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory, fit_budget,

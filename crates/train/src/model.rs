@@ -43,6 +43,23 @@ pub fn build_model<B: Backend>(
     bands: usize,
     device: &B::Device,
 ) -> Result<(Segformer<B>, Option<LoadReport>), TrainError> {
+    let config = model_config(cfg, class_names, bands)?;
+    match &cfg.pretrained {
+        Some(dir) => {
+            let (model, report) = segformer::load_pretrained::<B>(dir, &config, device)?;
+            Ok((model, Some(report)))
+        }
+        None => Ok((config.init::<B>(device)?, None)),
+    }
+}
+
+/// The architecture `cfg` describes, with `class_names` outputs and `bands` input channels
+/// (what [`build_model`] builds; the memory planner uses it without building anything).
+pub fn model_config(
+    cfg: &ModelConfig,
+    class_names: &[String],
+    bands: usize,
+) -> Result<SegformerConfig, TrainError> {
     let base = match &cfg.pretrained {
         Some(dir) => segformer::read_config(dir)?,
         None => preset(&cfg.preset)?,
@@ -67,13 +84,7 @@ pub fn build_model<B: Backend>(
         }
         Some(_) => {}
     }
-    match &cfg.pretrained {
-        Some(dir) => {
-            let (model, report) = segformer::load_pretrained::<B>(dir, &config, device)?;
-            Ok((model, Some(report)))
-        }
-        None => Ok((config.init::<B>(device)?, None)),
-    }
+    Ok(config)
 }
 
 /// Logits upsampled bilinearly (`align_corners = false`, like HF's post-processing) to `size`.

@@ -1,0 +1,121 @@
+//! `segfit plan`: the predicted peak memory of a training step, and what fits a budget.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use train::{MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes};
+
+/// Arguments of `segfit plan`.
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// Model: a preset (mit-b0 … mit-b5, mit-tiny) or an HF directory with a config.json.
+    #[arg(long, default_value = "mit-b0")]
+    model: String,
+    /// Training size as HEIGHTxWIDTH (or one number for a square).
+    #[arg(long, default_value = "512x512")]
+    size: String,
+    /// Micro-batch size.
+    #[arg(long, default_value_t = 2)]
+    batch: usize,
+    /// Precision: f32, bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    precision: String,
+    /// Recompute activations in backward (Burn's balanced checkpointing).
+    #[arg(long)]
+    checkpointing: bool,
+    /// Number of classes (sets the size of the full-resolution logits of the loss).
+    #[arg(long, default_value_t = 2)]
+    num_labels: usize,
+    /// Input bands.
+    #[arg(long, default_value_t = 3)]
+    bands: usize,
+    /// Device the plan is for. NOTE: the model is calibrated on the CPU backend; CUDA figures
+    /// are predictions that have not been measured on a GPU yet.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// A memory budget (e.g. 8GiB): choose micro-batch, accumulation, precision and
+    /// checkpointing so the predicted peak fits while keeping --effective-batch.
+    #[arg(long)]
+    memory_budget: Option<String>,
+    /// The effective batch size to keep with --memory-budget (default: --batch).
+    #[arg(long)]
+    effective_batch: Option<usize>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_size(s: &str) -> Result<(usize, usize)> {
+    let parts: Vec<&str> = s.split(['x', 'X', ',']).collect();
+    let n = |p: &str| p.trim().parse::<usize>().ok().filter(|&v| v > 0);
+    match parts.as_slice() {
+        [a] => n(a).map(|v| (v, v)),
+        [a, b] => n(a).zip(n(b)),
+        _ => None,
+    }
+    .with_context(|| format!("--size `{s}` is not HEIGHTxWIDTH (e.g. 1024x1024)"))
+}
+
+pub fn run(a: &PlanArgs) -> Result<()> {
+    let (height, width) = parse_size(&a.size)?;
+    let precision = match a.precision.to_ascii_lowercase().as_str() {
+        "f32" | "fp32" => Precision::F32,
+        "bf16" => Precision::Bf16,
+        "f16" | "fp16" => Precision::F16,
+        other => bail!("--precision `{other}` is not one of f32, bf16, f16"),
+    };
+    a.device
+        .parse::<train::Device>()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if a.batch == 0 || a.num_labels == 0 || a.bands == 0 {
+        bail!("--batch, --num-labels and --bands must be at least 1");
+    }
+    let names: Vec<String> = (0..a.num_labels).map(|i| format!("class_{i}")).collect();
+    let model_cfg = train::ModelConfig {
+        preset: a.model.clone(),
+        pretrained: PathBuf::from(&a.model)
+            .join("config.json")
+            .is_file()
+            .then(|| PathBuf::from(&a.model)),
+        drop_path_rate: None,
+        classifier_dropout_prob: None,
+    };
+    let config =
+        train::model_config(&model_cfg, &names, a.bands).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(budget) = &a.memory_budget {
+        let bytes = parse_bytes(budget).map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
+        let template = PlanInputTemplate {
+            config: &config,
+            height,
+            width,
+            precision,
+            checkpointing: a.checkpointing,
+        };
+        let choice = fit_budget(bytes, a.effective_batch.unwrap_or(a.batch), &template)
+            .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&choice)?);
+        } else {
+            println!("{}\n\n{}", choice.reason(), choice.estimate);
+        }
+        return Ok(());
+    }
+    let estimate = MemoryPlan::predict(&PlanInput {
+        config: &config,
+        height,
+        width,
+        batch: a.batch,
+        precision,
+        checkpointing: a.checkpointing,
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&estimate)?);
+    } else {
+        println!("{estimate}");
+        if a.device != "cpu" {
+            println!("(calibrated on the CPU backend; not yet measured on a GPU)");
+        }
+    }
+    Ok(())
+}
