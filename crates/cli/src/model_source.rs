@@ -110,18 +110,7 @@ impl ModelSource {
                         root.display()
                     )
                 })?;
-            let max = meta.sample_kind.max_value() as f64;
-            // The same arithmetic as training (train's resolve_data).
-            p.image_mean = meta
-                .band_stats
-                .iter()
-                .map(|s| (s.mean / max) as f32)
-                .collect();
-            p.image_std = meta
-                .band_stats
-                .iter()
-                .map(|s| (s.std.max(1e-6) / max) as f32)
-                .collect();
+            train::normalize_with_dataset_stats(&mut p, &meta);
         }
         Ok(p)
     }

@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use burn::backend::{Autodiff, Flex};
 use clap::Args;
 use train::{RunOptions, RunSummary, TrainConfig};
 
@@ -129,29 +128,16 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// `train::run` on the chosen device; it applies `[memory] budget` and picks the checkpointing
+/// backend. A missing GPU is reported here first, as a sentence rather than a driver panic.
 fn train_on(cfg: &TrainConfig, opts: &RunOptions, device: DeviceArg) -> Result<RunSummary> {
-    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
-    let summary = match device {
-        DeviceArg::Cpu if cfg.train.checkpointing => {
-            train::train::<Autodiff<Flex, BalancedCheckpointing>>(cfg, opts, &Default::default())
-        }
-        DeviceArg::Cpu => train::train::<Autodiff<Flex>>(cfg, opts, &Default::default()),
+    let device = match device {
+        DeviceArg::Cpu => train::Device::Cpu,
         DeviceArg::Cuda(index) => {
             #[cfg(feature = "cuda")]
-            {
-                use burn::backend::Cuda;
-                let device = crate::device::cuda_device(index)?;
-                if cfg.train.checkpointing {
-                    train::train::<Autodiff<Cuda, BalancedCheckpointing>>(cfg, opts, &device)
-                } else {
-                    train::train::<Autodiff<Cuda>>(cfg, opts, &device)
-                }
-            }
-            #[cfg(not(feature = "cuda"))]
-            {
-                match crate::device::no_cuda(index)? {}
-            }
+            crate::device::cuda_device(index)?;
+            train::Device::Cuda(index)
         }
     };
-    Ok(summary?)
+    Ok(train::run(cfg, opts, device)?)
 }

@@ -49,5 +49,6 @@ pub use report::{EpochRecord, Reporter, StepRecord};
 pub use scaler::GradScaler;
 pub use schedule::{ScheduleConfig, ScheduleKind};
 pub use trainer::{
-    EvalResult, RunOptions, RunSummary, can_resume, evaluate_model, predict_classes, train,
+    EvalResult, RunOptions, RunSummary, can_resume, evaluate_model, normalize_with_dataset_stats,
+    predict_classes, train,
 };

@@ -62,7 +62,8 @@ pub struct Reporter {
     steps_per_epoch: u64,
     bar: Option<ProgressBar>,
     jsonl: File,
-    epochs: Vec<(usize, f64, f64, f64)>,
+    /// Epoch records as logged (the plots and the CSV are derived from them).
+    epochs: Vec<serde_json::Value>,
     steps: Vec<(u64, f64)>,
 }
 
@@ -92,12 +93,7 @@ impl Reporter {
                     continue;
                 }
                 match v["kind"].as_str() {
-                    Some("epoch") => epochs.push((
-                        v["epoch"].as_u64().unwrap_or(0) as usize,
-                        v["train_loss"].as_f64().unwrap_or(f64::NAN),
-                        v["val_loss"].as_f64().unwrap_or(f64::NAN),
-                        v["metrics"]["miou"].as_f64().unwrap_or(f64::NAN),
-                    )),
+                    Some("epoch") => epochs.push(v.clone()),
                     Some("step") => steps.push((
                         v["step"].as_u64().unwrap_or(0),
                         v["loss"].as_f64().unwrap_or(f64::NAN),
@@ -182,17 +178,19 @@ impl Reporter {
         }
         self.steps.push((rec.step, rec.loss));
         if rec.step.is_multiple_of(self.log_every) {
-            self.append("step", rec);
+            let _ = self.append("step", rec);
         }
     }
 
-    fn append<T: Serialize>(&mut self, kind: &str, rec: &T) {
+    /// Appends `rec` to `metrics.jsonl` as a `kind` record and returns that record.
+    fn append<T: Serialize>(&mut self, kind: &str, rec: &T) -> serde_json::Value {
         let mut v = serde_json::to_value(rec).unwrap_or_default();
         v["kind"] = kind.into();
         // NOTE: a failed log write must not kill a training run; it is reported once per line.
         if let Err(e) = writeln!(self.jsonl, "{v}") {
             self.note(&format!("warning: cannot append to metrics.jsonl: {e}"));
         }
+        v
     }
 
     /// An epoch's summary: printed, logged, and the CSV and plots refreshed.
@@ -217,26 +215,15 @@ impl Reporter {
             per_class.join(", "),
             rec.seconds
         );
-        self.append("epoch", rec);
+        let v = self.append("epoch", rec);
         let _ = self.jsonl.flush();
-        self.epochs
-            .push((rec.epoch, rec.train_loss, rec.val_loss, rec.metrics.miou));
+        self.epochs.push(v);
         let mut csv = String::from("epoch,step,train_loss,val_loss,miou,pixel_accuracy,mean_f1");
         for n in &self.class_names {
             csv.push_str(&format!(",iou_{n}"));
         }
         csv.push('\n');
-        // Only the current epoch has per-class values in memory; earlier rows come from the log.
-        for line in std::fs::read_to_string(self.dir.join("metrics.jsonl"))
-            .unwrap_or_default()
-            .lines()
-        {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if v["kind"] != "epoch" {
-                continue;
-            }
+        for v in &self.epochs {
             let m = &v["metrics"];
             csv.push_str(&format!(
                 "{},{},{},{},{},{},{}",
@@ -266,21 +253,20 @@ impl Reporter {
             .iter()
             .map(|&(s, l)| (s as f64 / spe, l))
             .collect();
-        let train: Vec<(f64, f64)> = self
-            .epochs
-            .iter()
-            .map(|e| (e.0 as f64 + 1.0, e.1))
-            .collect();
-        let val: Vec<(f64, f64)> = self
-            .epochs
-            .iter()
-            .map(|e| (e.0 as f64 + 1.0, e.2))
-            .collect();
-        let miou: Vec<(f64, f64)> = self
-            .epochs
-            .iter()
-            .map(|e| (e.0 as f64 + 1.0, e.3))
-            .collect();
+        let series = |field: &dyn Fn(&serde_json::Value) -> &serde_json::Value| -> Vec<(f64, f64)> {
+            self.epochs
+                .iter()
+                .map(|e| {
+                    (
+                        e["epoch"].as_f64().unwrap_or(0.0) + 1.0,
+                        field(e).as_f64().unwrap_or(f64::NAN),
+                    )
+                })
+                .collect()
+        };
+        let train = series(&|e| &e["train_loss"]);
+        let val = series(&|e| &e["val_loss"]);
+        let miou = series(&|e| &e["metrics"]["miou"]);
         let loss = line_chart(
             "loss",
             &[("step", step_loss), ("train", train), ("val", val)],
@@ -302,7 +288,6 @@ impl Reporter {
         model: &Segformer<B>,
         val: &Arc<SampleSource>,
         n: usize,
-        epoch: usize,
     ) -> Result<(), TrainError> {
         let n = n.min(val.dataset.len());
         if n == 0 {
@@ -354,7 +339,6 @@ impl Reporter {
                 }
             }
         }
-        let _ = epoch;
         self.write_png("overlays.png", &canvas.into_raster())
     }
 

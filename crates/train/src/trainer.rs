@@ -106,17 +106,7 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
                 cfg.data.root.display()
             ))
         })?;
-        let max = first.image.kind().max_value() as f64;
-        processor.image_mean = meta
-            .band_stats
-            .iter()
-            .map(|s| (s.mean / max) as f32)
-            .collect();
-        processor.image_std = meta
-            .band_stats
-            .iter()
-            .map(|s| (s.std.max(1e-6) / max) as f32)
-            .collect();
+        normalize_with_dataset_stats(&mut processor, meta);
     } else if bands != 3 {
         return Err(TrainError::Config(format!(
             "the images have {bands} bands but `data.normalize = \"imagenet\"` has statistics for 3; \
@@ -142,6 +132,22 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
         bands,
         audit,
     })
+}
+
+/// Sets the processor's mean/std to the dataset's per-band statistics, in rescaled units (the
+/// processor divides by the sample type's maximum first).
+pub fn normalize_with_dataset_stats(processor: &mut SegformerProcessor, meta: &tiles::DatasetMeta) {
+    let max = meta.sample_kind.max_value() as f64;
+    processor.image_mean = meta
+        .band_stats
+        .iter()
+        .map(|s| (s.mean / max) as f32)
+        .collect();
+    processor.image_std = meta
+        .band_stats
+        .iter()
+        .map(|s| (s.std.max(1e-6) / max) as f32)
+        .collect();
 }
 
 /// Trains the model `cfg` describes on backend `B`, writing everything under `opts.run_dir`.
@@ -370,7 +376,7 @@ pub fn train<B: AutodiffBackend>(
                 metrics: eval.metrics.clone(),
                 seconds: started.elapsed().as_secs_f64(),
             })?;
-            reporter.overlays(&inner, &data.val, t.overlay_samples, epoch)?;
+            reporter.overlays(&inner, &data.val, t.overlay_samples)?;
             save_checkpoint(&run.last(), &model, &optim, &state)?;
             if improved {
                 save_checkpoint(&run.best(), &model, &optim, &state)?;

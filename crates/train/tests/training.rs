@@ -97,6 +97,19 @@ fn learns_the_synthetic_paddies() {
             assert!(d.join(f).is_file(), "{c}/{f}");
         }
     }
+    let csv = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        rows[0],
+        "epoch,step,train_loss,val_loss,miou,pixel_accuracy,mean_f1,iou_outer,iou_rice_paddy"
+    );
+    assert_eq!(rows.len(), 1 + 8, "one row per epoch");
+    let last_miou: f64 = rows[8].split(',').nth(4).unwrap().parse().unwrap();
+    assert!(
+        (last_miou - eval.metrics.miou).abs() < 1e-9,
+        "csv mIoU {last_miou} vs {}",
+        eval.metrics.miou
+    );
     // the exported best checkpoint is an HF directory that loads back
     let (m, report) =
         segformer::load_hf_dir::<Flex>(&run.join("checkpoints/best"), &Default::default()).unwrap();
@@ -110,51 +123,92 @@ fn learns_the_synthetic_paddies() {
     assert_eq!(epochs, 8);
 }
 
-/// Resident set size of this process, from /proc.
-fn rss_bytes() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = s.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
+/// Peak resident set size of this process (VmHWM), from /proc.
+fn peak_rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+const MEMORY_CHILD_ENV: &str = "SEGFIT_MEMORY_CHILD";
+
+/// One training run of `<steps>` steps in its own process, printing its peak RSS; started by
+/// `memory_does_not_grow_across_steps`. Does nothing when run on its own.
+#[test]
+#[ignore]
+fn memory_child() {
+    let Ok(spec) = std::env::var(MEMORY_CHILD_ENV) else {
+        return;
+    };
+    let (steps, dir) = spec.split_once(':').unwrap();
+    let dir = PathBuf::from(dir);
+    let cfg = config(
+        &dir.join("data"),
+        &[
+            &format!("train.max_steps={steps}"),
+            "train.epochs=100",
+            "train.eval_every=1000",
+            "train.workers=1",
+        ],
+    );
+    let opts = RunOptions {
+        run_dir: dir.join(format!("run{steps}")),
+        resume: false,
+    };
+    train::train::<B>(&cfg, &opts, &Default::default()).unwrap();
+    println!("PEAK_RSS={}", peak_rss_bytes());
 }
 
 #[test]
 fn memory_does_not_grow_across_steps() {
-    // A loop that kept graphs alive (summing loss tensors without backward) grows by every
-    // step's activations; ours must be flat. Measured in a single run through the public API:
-    // the loop is driven step by step via max_steps on the same dataset.
+    // A loop that kept graphs alive (summing loss tensors without backward) holds every step's
+    // activations until the run ends, so its peak grows with the step count; ours must not.
+    // Each run is its own process: the peak RSS then covers that run alone, not the other
+    // tests of this binary training at the same time.
     let tmp = tempfile::tempdir().unwrap();
-    let root = dataset(tmp.path(), 16, 64);
-    let run = tmp.path().join("run");
-    let mut at = Vec::new();
-    for steps in [5usize, 40] {
-        let cfg = config(
-            &root,
-            &[
-                &format!("train.max_steps={steps}"),
-                "train.epochs=100",
-                "train.eval_every=1000",
-                "train.workers=1",
-            ],
+    dataset(tmp.path(), 16, 64);
+    let peak = |steps: usize| -> f64 {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "memory_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                MEMORY_CHILD_ENV,
+                format!("{steps}:{}", tmp.path().display()),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        let _ = std::fs::remove_dir_all(&run);
-        train::train::<B>(
-            &cfg,
-            &RunOptions {
-                run_dir: run.clone(),
-                resume: false,
-            },
-            &Default::default(),
-        )
-        .unwrap();
-        at.push(rss_bytes());
-    }
-    let (a, b) = (at[0] as f64, at[1] as f64);
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.split("PEAK_RSS=").nth(1))
+            .unwrap_or_else(|| panic!("child printed no peak: {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (a, b) = (peak(5), peak(40));
     eprintln!(
-        "RSS after 5 steps {:.1} MiB, after 40 steps {:.1} MiB",
+        "peak RSS of a 5-step run {:.1} MiB, of a 40-step run {:.1} MiB",
         a / 1048576.0,
         b / 1048576.0
     );
-    assert!(b < a * 1.15 + 16.0 * 1048576.0, "RSS grew from {a} to {b}");
+    assert!(
+        b < a * 1.15 + 16.0 * 1048576.0,
+        "peak RSS grew from {a} to {b}"
+    );
 }
 
 const CHILD_ENV: &str = "SEGFIT_RESUME_CHILD";
