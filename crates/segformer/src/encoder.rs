@@ -12,7 +12,8 @@ use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 
 use crate::config::{Activation, SegformerConfig};
-use crate::layers::{Compute, ConvSpec, DropPath, activate, conv2d, layer_norm, linear};
+use crate::fused::{self, transpose12};
+use crate::layers::{Compute, ConvSpec, DropPath, conv2d, layer_norm, linear, norm};
 
 /// Conv patch embedding followed by a LayerNorm (`SegformerOverlapPatchEmbeddings`).
 #[derive(Module, Debug)]
@@ -29,8 +30,8 @@ impl<B: Backend> OverlapPatchEmbeddings<B> {
         let x = c.conv(&self.proj, x);
         let [_, _, h, w] = x.dims();
         // [B, C, h, w] -> [B, C, h*w] -> [B, h*w, C]
-        let x = x.flatten::<3>(2, 3).swap_dims(1, 2);
-        (self.layer_norm.forward(x), h, w)
+        let x = transpose12(x.flatten::<3>(2, 3));
+        (norm(&self.layer_norm, x), h, w)
     }
 }
 
@@ -60,7 +61,44 @@ impl<B: Backend> EfficientSelfAttention<B> {
     /// - input: `[batch, h*w, hidden]`
     /// - output: `[batch, h*w, hidden]`
     fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
-        let [batch, seq, hidden] = x.dims();
+        let [batch, _, hidden] = x.dims();
+        let query = c.linear(&self.q_proj, x.clone());
+        let kv = match &self.sequence_reduction {
+            Some(sr) => {
+                // [B, N, C] -> [B, C, N] -> [B, C, h, w]
+                let map = transpose12(x).reshape([batch, hidden, h, w]);
+                let map = c.conv(&sr.sequence_reduction, map);
+                // [B, C, h', w'] -> [B, h'*w', C]
+                let reduced = transpose12(map.flatten::<3>(2, 3));
+                norm(&sr.layer_norm, reduced)
+            }
+            None => x,
+        };
+        let key = c.linear(&self.k_proj, kv.clone());
+        let value = c.linear(&self.v_proj, kv);
+        let context = if self.attention_dropout.prob == 0.0 || !B::ad_enabled(&query.device()) {
+            // [B, N, C] x [B, M, C] x [B, M, C] -> [B, N, C], per head
+            fused::attention(query, key, value, self.num_heads)
+        } else {
+            self.attention_with_dropout(query, key, value, c)
+        };
+        self.dropout.forward(c.linear(&self.o_proj, context))
+    }
+
+    /// The composed attention, with dropout on the probabilities (training with
+    /// `attention_probs_dropout_prob > 0`).
+    ///
+    /// # Shapes
+    /// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
+    /// - output: `[batch, N, C]`
+    fn attention_with_dropout(
+        &self,
+        query: Tensor<B, 3>,
+        key: Tensor<B, 3>,
+        value: Tensor<B, 3>,
+        c: Compute,
+    ) -> Tensor<B, 3> {
+        let [batch, seq, hidden] = query.dims();
         let head_dim = hidden / self.num_heads;
         // [B, N, C] -> [B, N, heads, d] -> [B, heads, N, d]
         let heads = |t: Tensor<B, 3>| {
@@ -68,29 +106,14 @@ impl<B: Backend> EfficientSelfAttention<B> {
             t.reshape([batch, n, self.num_heads, head_dim])
                 .swap_dims(1, 2)
         };
-        let query = heads(c.linear(&self.q_proj, x.clone()));
-        let kv = match &self.sequence_reduction {
-            Some(sr) => {
-                // [B, N, C] -> [B, C, h, w]
-                let map = x.swap_dims(1, 2).reshape([batch, hidden, h, w]);
-                let map = c.conv(&sr.sequence_reduction, map);
-                // [B, C, h', w'] -> [B, h'*w', C]
-                let reduced = map.flatten::<3>(2, 3).swap_dims(1, 2);
-                sr.layer_norm.forward(reduced)
-            }
-            None => x,
-        };
-        let key = heads(c.linear(&self.k_proj, kv.clone()));
-        let value = heads(c.linear(&self.v_proj, kv));
         // [B, heads, N, d] x [B, heads, d, M] -> [B, heads, N, M]
-        let scores = c.matmul(query, key.swap_dims(2, 3)) / (head_dim as f64).sqrt();
+        let scores = c.matmul(heads(query), heads(key).swap_dims(2, 3)) / (head_dim as f64).sqrt();
         let probs = self.attention_dropout.forward(softmax(scores, 3));
         // [B, heads, N, d] -> [B, N, heads, d] -> [B, N, C]
-        let context = probs
-            .matmul(value)
+        probs
+            .matmul(heads(value))
             .swap_dims(1, 2)
-            .reshape([batch, seq, hidden]);
-        self.dropout.forward(c.linear(&self.o_proj, context))
+            .reshape([batch, seq, hidden])
     }
 }
 
@@ -115,18 +138,10 @@ impl<B: Backend> MixFfn<B> {
     /// - input: `[batch, h*w, hidden]`
     /// - output: `[batch, h*w, hidden]`
     fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
+        // [B, N, C] -> [B, N, C'] -> depthwise 3×3 over the h×w grid + activation
         let x = c.linear(&self.fc1, x);
-        let [batch, _, channels] = x.dims();
-        // [B, N, C'] -> [B, C', h, w]
-        let map = x.swap_dims(1, 2).reshape([batch, channels, h, w]);
-        // [B, C', h, w] -> [B, h*w, C']
-        let x = self
-            .dwconv
-            .dwconv
-            .forward(map)
-            .flatten::<3>(2, 3)
-            .swap_dims(1, 2);
-        let x = self.dropout.forward(activate(self.activation, x));
+        let x = fused::dwconv3x3_act(&self.dwconv.dwconv, self.activation, x, h, w);
+        let x = self.dropout.forward(x);
         self.dropout.forward(c.linear(&self.fc2, x))
     }
 }
@@ -148,11 +163,11 @@ impl<B: Backend> Block<B> {
     fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
         let attn = self
             .attention
-            .forward(self.layernorm_before.forward(x.clone()), h, w, c);
+            .forward(norm(&self.layernorm_before, x.clone()), h, w, c);
         let x = self.drop_path.forward(attn) + x;
         let mlp = self
             .mlp
-            .forward(self.layernorm_after.forward(x.clone()), h, w, c);
+            .forward(norm(&self.layernorm_after, x.clone()), h, w, c);
         self.drop_path.forward(mlp) + x
     }
 }
@@ -261,10 +276,10 @@ impl<B: Backend> Stage<B> {
         for block in &self.blocks {
             x = block.forward(x, h, w, c);
         }
-        let x = self.layer_norm.forward(x);
+        let x = norm(&self.layer_norm, x);
         let [batch, _, hidden] = x.dims();
         // [B, h*w, C] -> [B, C, h*w] -> [B, C, h, w]
-        x.swap_dims(1, 2).reshape([batch, hidden, h, w])
+        transpose12(x).reshape([batch, hidden, h, w])
     }
 }
 

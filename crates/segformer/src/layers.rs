@@ -63,6 +63,17 @@ pub(crate) fn layer_norm<B: Backend>(d: usize, device: &B::Device) -> LayerNorm<
         .init(device)
 }
 
+/// `nn.LayerNorm` forward with eps 1e-5 (fused on the CPU backend).
+///
+/// # Shapes
+/// - x: `[..., d]` -> `[..., d]`
+pub(crate) fn norm<B: Backend, const D: usize>(
+    layer: &LayerNorm<B>,
+    x: Tensor<B, D>,
+) -> Tensor<B, D> {
+    crate::fused::layer_norm(layer, x, LAYER_NORM_EPS)
+}
+
 /// `nn.BatchNorm2d(channels)` with PyTorch's exact semantics (eps 1e-5, momentum 0.1).
 ///
 /// NOTE: burn's own `BatchNorm` updates `running_var` with the biased batch variance;
@@ -104,10 +115,11 @@ impl<B: Backend> BatchNorm2d<B> {
         let [batch, channels, height, width] = x.dims();
         let (mean, var) = if B::ad_enabled(&x.device()) {
             let n = batch * height * width;
-            // [B, C, H, W] -> [C, B*H*W]
-            let flat = x.clone().swap_dims(0, 1).reshape([channels, n]);
-            let mean = flat.clone().mean_dim(1); // [C, 1]
-            let var = (flat - mean.clone()).square().mean_dim(1); // biased, [C, 1]
+            // Mean over batch and pixels without a transpose: [B, C, H*W] -> [B, C, 1] -> [1, C, 1]
+            // (equal counts per image, so the mean of the means is the mean).
+            let flat = x.clone().reshape([batch, channels, height * width]);
+            let mean = flat.clone().mean_dim(2).mean_dim(0); // [1, C, 1]
+            let var = (flat - mean.clone()).square().mean_dim(2).mean_dim(0); // biased, [1, C, 1]
             let mean = mean.reshape([channels]);
             let var = var.reshape([channels]);
             let unbiased = if n > 1 {
@@ -190,7 +202,7 @@ impl Compute {
         x: Tensor<B, D>,
     ) -> Tensor<B, D> {
         let Some(dt) = self.0 else {
-            return layer.forward(x);
+            return crate::fused::linear(layer, x);
         };
         let out = FloatDType::from(x.dtype());
         let bias = layer.bias.as_ref().map(|b| b.val().cast(dt));

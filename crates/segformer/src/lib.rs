@@ -23,6 +23,7 @@
 
 mod config;
 mod encoder;
+mod fused;
 mod layers;
 mod loss;
 mod model;

@@ -1,0 +1,222 @@
+//! Multi-head scaled dot-product attention on `[B, N, C]` tensors, heads read in place with
+//! strided gemm (no head split/merge copies). The backward pass recomputes the scores block by
+//! block from Q and K, so the `heads·N·M` probabilities are never kept between the passes.
+
+use burn::backend::flex::FlexTensor;
+use burn::tensor::Tensor;
+use burn::tensor::activation::softmax;
+use burn::tensor::backend::Backend;
+use rayon::prelude::*;
+
+use super::gemm::{View, matmul};
+use super::{FusedOp, apply, dims, flex, primitive, route, sum_in_order, tensor, values};
+
+/// `softmax(Q·Kᵀ/√d)·V` per head, heads interleaved in the channel dimension
+/// (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`).
+///
+/// # Shapes
+/// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
+/// - output: `[batch, N, C]`
+pub(crate) fn attention<B: Backend>(
+    query: Tensor<B, 3>,
+    key: Tensor<B, 3>,
+    value: Tensor<B, 3>,
+    heads: usize,
+) -> Tensor<B, 3> {
+    match route::<B>(&[query.dtype(), key.dtype(), value.dtype()]) {
+        Some(route) => tensor(apply::<B, _, 3>(
+            route,
+            &AttentionOp { heads },
+            [primitive(query), primitive(key), primitive(value)],
+        )),
+        None => attention_generic(query, key, value, heads),
+    }
+}
+
+/// The same attention composed from burn ops (any backend).
+pub(crate) fn attention_generic<B: Backend>(
+    query: Tensor<B, 3>,
+    key: Tensor<B, 3>,
+    value: Tensor<B, 3>,
+    heads: usize,
+) -> Tensor<B, 3> {
+    let [batch, seq, channels] = query.dims();
+    let d = channels / heads;
+    // [B, N, C] -> [B, N, heads, d] -> [B, heads, N, d]
+    let split = |t: Tensor<B, 3>| {
+        let n = t.dims()[1];
+        t.reshape([batch, n, heads, d]).swap_dims(1, 2)
+    };
+    let scores = split(query).matmul(split(key).swap_dims(2, 3)) / (d as f64).sqrt();
+    softmax(scores, 3)
+        .matmul(split(value))
+        .swap_dims(1, 2)
+        .reshape([batch, seq, channels])
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct AttentionOp {
+    pub heads: usize,
+}
+
+/// Shapes of one attention call.
+#[derive(Clone, Copy)]
+struct Geometry {
+    batch: usize,
+    n: usize,
+    m: usize,
+    c: usize,
+    d: usize,
+    heads: usize,
+    /// Query rows per block (a block's scores fit in L2).
+    block: usize,
+    scale: f32,
+}
+
+impl Geometry {
+    fn new(q: &FlexTensor, k: &FlexTensor, heads: usize) -> Self {
+        let [batch, n, c] = <[usize; 3]>::try_from(dims(q)).expect("rank 3");
+        let m = dims(k)[1];
+        let d = c / heads;
+        Self {
+            batch,
+            n,
+            m,
+            c,
+            d,
+            heads,
+            block: ((1 << 14) / m.max(1)).clamp(4, 256),
+            scale: 1.0 / (d as f32).sqrt(),
+        }
+    }
+}
+
+/// Row-wise softmax of a row-major `[rows, m]` block, in place.
+fn softmax_rows(s: &mut [f32], m: usize) {
+    for row in s.chunks_exact_mut(m) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0f32;
+        for v in row.iter_mut() {
+            *v = (*v - max).exp();
+            sum += *v;
+        }
+        let inv = 1.0 / sum;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+    }
+}
+
+impl FusedOp<3> for AttentionOp {
+    type Saved = (FlexTensor, FlexTensor, FlexTensor);
+
+    fn forward(
+        &self,
+        [q, k, v]: [&FlexTensor; 3],
+        keep: bool,
+    ) -> (FlexTensor, Option<Self::Saved>) {
+        let g = Geometry::new(q, k, self.heads);
+        let (qv, kv, vv) = (values(q), values(k), values(v));
+        let mut out = vec![0.0f32; g.batch * g.n * g.c];
+        for b in 0..g.batch {
+            let (qo, ko) = (b * g.n * g.c, b * g.m * g.c);
+            out[qo..qo + g.n * g.c]
+                .par_chunks_mut(g.block * g.c)
+                .enumerate()
+                .for_each(|(t, oc)| {
+                    let rows = oc.len() / g.c;
+                    let r0 = t * g.block;
+                    let mut s = vec![0.0f32; rows * g.m];
+                    for h in 0..g.heads {
+                        let qh = View::rows(&qv, qo + r0 * g.c + h * g.d, rows, g.d, g.c);
+                        let kh = View::rows(&kv, ko + h * g.d, g.m, g.d, g.c);
+                        let vh = View::rows(&vv, ko + h * g.d, g.m, g.d, g.c);
+                        matmul(&mut s, 0, g.m, qh, kh.t(), g.scale, false, false);
+                        softmax_rows(&mut s, g.m);
+                        matmul(
+                            oc,
+                            h * g.d,
+                            g.c,
+                            View::rows(&s, 0, rows, g.m, g.m),
+                            vh,
+                            1.0,
+                            false,
+                            false,
+                        );
+                    }
+                });
+        }
+        let saved = keep.then(|| (q.clone(), k.clone(), v.clone()));
+        (flex(out, &[g.batch, g.n, g.c]), saved)
+    }
+
+    fn backward(
+        &self,
+        (q, k, v): Self::Saved,
+        grad: FlexTensor,
+        _: [bool; 3],
+    ) -> [Option<FlexTensor>; 3] {
+        let g = Geometry::new(&q, &k, self.heads);
+        let (qv, kv, vv, dov) = (values(&q), values(&k), values(&v), values(&grad));
+        let mut dq = vec![0.0f32; g.batch * g.n * g.c];
+        let mut dk = Vec::with_capacity(g.batch * g.m * g.c);
+        let mut dv = Vec::with_capacity(g.batch * g.m * g.c);
+        // A fixed number of row groups per image, each accumulating its own dK/dV, summed in
+        // group order: bounded memory and a result independent of the thread schedule.
+        const GROUPS: usize = 16;
+        let group_rows = g.n.div_ceil(GROUPS).div_ceil(g.block).max(1) * g.block;
+        let kvlen = g.m * g.c;
+        for b in 0..g.batch {
+            let (qo, ko) = (b * g.n * g.c, b * g.m * g.c);
+            let partials: Vec<Vec<f32>> = dq[qo..qo + g.n * g.c]
+                .par_chunks_mut(group_rows * g.c)
+                .enumerate()
+                .map(|(grp, dqg)| {
+                    // [dK | dV] for this group.
+                    let mut acc = vec![0.0f32; 2 * kvlen];
+                    let (dk_acc, dv_acc) = acc.split_at_mut(kvlen);
+                    let mut s = vec![0.0f32; g.block * g.m];
+                    let mut dp = vec![0.0f32; g.block * g.m];
+                    for (blk, dqc) in dqg.chunks_mut(g.block * g.c).enumerate() {
+                        let rows = dqc.len() / g.c;
+                        let r0 = grp * group_rows + blk * g.block;
+                        let (s, dp) = (&mut s[..rows * g.m], &mut dp[..rows * g.m]);
+                        for h in 0..g.heads {
+                            let col = h * g.d;
+                            let qh = View::rows(&qv, qo + r0 * g.c + col, rows, g.d, g.c);
+                            let doh = View::rows(&dov, qo + r0 * g.c + col, rows, g.d, g.c);
+                            let kh = View::rows(&kv, ko + col, g.m, g.d, g.c);
+                            let vh = View::rows(&vv, ko + col, g.m, g.d, g.c);
+                            matmul(s, 0, g.m, qh, kh.t(), g.scale, false, false);
+                            softmax_rows(s, g.m);
+                            // dV += Pᵀ·dO
+                            let p = View::rows(s, 0, rows, g.m, g.m);
+                            matmul(dv_acc, col, g.c, p.t(), doh, 1.0, true, false);
+                            // dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(P ∘ dP))
+                            matmul(dp, 0, g.m, doh, vh.t(), 1.0, false, false);
+                            for (pr, dpr) in s.chunks_exact(g.m).zip(dp.chunks_exact_mut(g.m)) {
+                                let dot: f32 = pr.iter().zip(dpr.iter()).map(|(a, b)| a * b).sum();
+                                for (x, p) in dpr.iter_mut().zip(pr) {
+                                    *x = p * (*x - dot);
+                                }
+                            }
+                            let ds = View::rows(dp, 0, rows, g.m, g.m);
+                            // dQ = scale·dS·K, dK += scale·dSᵀ·Q
+                            matmul(dqc, col, g.c, ds, kh, g.scale, false, false);
+                            matmul(dk_acc, col, g.c, ds.t(), qh, g.scale, true, false);
+                        }
+                    }
+                    acc
+                })
+                .collect();
+            let sums = sum_in_order(partials, 2 * kvlen);
+            dk.extend_from_slice(&sums[..kvlen]);
+            dv.extend_from_slice(&sums[kvlen..]);
+        }
+        [
+            Some(flex(dq, &[g.batch, g.n, g.c])),
+            Some(flex(dk, &[g.batch, g.m, g.c])),
+            Some(flex(dv, &[g.batch, g.m, g.c])),
+        ]
+    }
+}

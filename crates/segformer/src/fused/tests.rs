@@ -1,0 +1,246 @@
+//! Each fused op against its composition from burn ops: outputs and the gradients of every
+//! input, on `Autodiff<Flex>` (plain and with activation checkpointing) and on `Flex`.
+
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+use burn::backend::{Autodiff, Flex};
+use burn::module::{Param, ParamId};
+use burn::nn::conv::Conv2d;
+use burn::nn::{LayerNorm, Linear};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Distribution, ElementConversion, Tensor};
+
+use super::attention::attention_generic;
+use super::dwconv::dwconv3x3_act_generic;
+use super::*;
+use crate::config::Activation;
+use crate::layers::{ConvSpec, conv2d, layer_norm as new_layer_norm, linear as new_linear};
+
+type A = Autodiff<Flex>;
+type AC = Autodiff<Flex, BalancedCheckpointing>;
+
+fn random<B: Backend, const D: usize>(shape: [usize; D], seed: u64) -> Tensor<B, D> {
+    B::seed(&Default::default(), seed);
+    Tensor::random(shape, Distribution::Normal(0.0, 1.0), &Default::default())
+}
+
+/// A parameter that stays attached to the graph its tensor came from.
+fn attached<B: Backend, const D: usize>(t: Tensor<B, D>) -> Param<Tensor<B, D>> {
+    Param::initialized(ParamId::new(), t)
+}
+
+/// Largest |a − b| relative to the largest |b|.
+fn rel_err<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
+    assert_eq!(a.dims(), b.dims());
+    let scale = b.clone().abs().max().into_scalar().elem::<f32>().max(1e-6);
+    (a - b).abs().max().into_scalar().elem::<f32>() / scale
+}
+
+fn assert_close<B: Backend, const D: usize>(
+    what: &str,
+    a: Tensor<B, D>,
+    b: Tensor<B, D>,
+    tol: f32,
+) {
+    let e = rel_err(a, b);
+    assert!(e <= tol, "{what}: relative error {e:e} > {tol:e}");
+}
+
+/// Runs `f` on fresh tracked copies of `inputs`, reduces the output with fixed random weights,
+/// and returns the output and the gradient of every input.
+fn forward_backward<B: burn::tensor::backend::AutodiffBackend, const D: usize, const O: usize>(
+    inputs: &[Tensor<B, D>],
+    f: impl Fn(&[Tensor<B, D>]) -> Tensor<B, O>,
+) -> (Tensor<B::InnerBackend, O>, Vec<Tensor<B::InnerBackend, D>>) {
+    let tracked: Vec<_> = inputs
+        .iter()
+        .map(|t| t.clone().detach().require_grad())
+        .collect();
+    let out = f(&tracked);
+    let weights = random::<B, O>(out.dims(), 99);
+    let grads = (out.clone() * weights).sum().backward();
+    let input_grads = tracked
+        .iter()
+        .map(|t| t.grad(&grads).expect("input gradient"))
+        .collect();
+    (out.inner(), input_grads)
+}
+
+#[test]
+fn transpose_matches_swap_dims() {
+    let x = random::<A, 3>([2, 37, 45], 1);
+    let (fo, fg) = forward_backward(&[x.clone()], |t| transpose12(t[0].clone()));
+    let (go, gg) = forward_backward(&[x], |t| t[0].clone().swap_dims(1, 2));
+    assert_eq!(
+        fo.to_data().as_slice::<f32>().unwrap(),
+        go.to_data().as_slice::<f32>().unwrap()
+    );
+    assert_close("dx", fg[0].clone(), gg[0].clone(), 0.0);
+}
+
+#[test]
+fn linear_matches_burn_linear() {
+    let device = Default::default();
+    let mut layer: Linear<A> = new_linear(24, 40, 0.5, &device);
+    layer.bias = Some(Param::from_tensor(random([40], 3)));
+    let x = random::<A, 3>([3, 50, 24], 2);
+    // Inputs: x, weight, bias; the closure rebuilds the layer from the tracked tensors.
+    let run = |fused: bool| {
+        let w = layer.weight.val();
+        let b = layer.bias.as_ref().unwrap().val();
+        forward_backward::<A, 3, 3>(
+            &[x.clone(), w.unsqueeze(), b.unsqueeze::<2>().unsqueeze()],
+            |t| {
+                let l = Linear {
+                    weight: attached(t[1].clone().squeeze_dim(0)),
+                    bias: Some(attached(t[2].clone().squeeze_dim::<2>(0).squeeze_dim(0))),
+                };
+                if fused {
+                    linear(&l, t[0].clone())
+                } else {
+                    l.forward(t[0].clone())
+                }
+            },
+        )
+    };
+    let (fo, fg) = run(true);
+    let (go, gg) = run(false);
+    assert_close("y", fo, go, 1e-5);
+    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+        assert_close(&format!("grad {i}"), f, g, 1e-5);
+    }
+}
+
+#[test]
+fn layer_norm_matches_burn_layer_norm() {
+    let device = Default::default();
+    let mut norm: LayerNorm<A> = new_layer_norm(48, &device);
+    norm.gamma = Param::from_tensor(random([48], 5));
+    norm.beta = Some(Param::from_tensor(random([48], 6)));
+    // Offset and scaled rows, as in a residual stream.
+    let x = random::<A, 3>([2, 33, 48], 4) * 3.0 + 1.5;
+    let run = |fused: bool| {
+        let (g, b) = (norm.gamma.val(), norm.beta.as_ref().unwrap().val());
+        forward_backward::<A, 3, 3>(&[x.clone(), g.unsqueeze(), b.unsqueeze()], |t| {
+            let mut n = norm.clone();
+            n.gamma = attached(t[1].clone().squeeze_dim::<2>(0).squeeze_dim(0));
+            n.beta = Some(attached(t[2].clone().squeeze_dim::<2>(0).squeeze_dim(0)));
+            if fused {
+                layer_norm(&n, t[0].clone(), 1e-5)
+            } else {
+                n.forward(t[0].clone())
+            }
+        })
+    };
+    let (fo, fg) = run(true);
+    let (go, gg) = run(false);
+    assert_close("y", fo, go, 1e-5);
+    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+        assert_close(&format!("grad {i}"), f, g, 1e-4);
+    }
+}
+
+fn attention_case<B: burn::tensor::backend::AutodiffBackend>(heads: usize, n: usize, m: usize) {
+    let q = random::<B, 3>([2, n, 8 * heads], 7);
+    let k = random::<B, 3>([2, m, 8 * heads], 8) * 2.0;
+    let v = random::<B, 3>([2, m, 8 * heads], 9);
+    let inputs = [q, k, v];
+    let (fo, fg) = forward_backward(&inputs, |t| {
+        attention(t[0].clone(), t[1].clone(), t[2].clone(), heads)
+    });
+    let (go, gg) = forward_backward(&inputs, |t| {
+        attention_generic(t[0].clone(), t[1].clone(), t[2].clone(), heads)
+    });
+    assert_close("out", fo, go, 1e-5);
+    for (name, (f, g)) in ["dq", "dk", "dv"].into_iter().zip(fg.into_iter().zip(gg)) {
+        assert_close(name, f, g, 1e-4);
+    }
+}
+
+#[test]
+fn attention_matches_the_composition() {
+    // More query rows than one block, several heads, a reduced key sequence.
+    attention_case::<A>(2, 700, 37);
+    attention_case::<A>(1, 64, 64);
+}
+
+#[test]
+fn attention_with_activation_checkpointing() {
+    attention_case::<AC>(3, 300, 20);
+}
+
+fn dwconv_case(act: Activation) {
+    let device = Default::default();
+    let c = 12;
+    let (h, w) = (9, 7);
+    let mut conv: Conv2d<A> = conv2d(
+        ConvSpec {
+            channels: [c, c],
+            kernel: 3,
+            stride: 1,
+            padding: 1,
+            groups: c,
+            bias: true,
+        },
+        0.3,
+        &device,
+    );
+    conv.bias = Some(Param::from_tensor(random([c], 11)));
+    let x = random::<A, 3>([2, h * w, c], 10);
+    let run = |fused: bool| {
+        let (wt, b) = (conv.weight.val(), conv.bias.as_ref().unwrap().val());
+        forward_backward::<A, 4, 3>(
+            &[
+                x.clone().unsqueeze(),
+                wt,
+                b.unsqueeze::<2>().unsqueeze::<3>().unsqueeze(),
+            ],
+            |t| {
+                let mut cv = conv.clone();
+                cv.weight = attached(t[1].clone());
+                cv.bias = Some(attached(t[2].clone().reshape([c])));
+                let x = t[0].clone().squeeze_dim(0);
+                if fused {
+                    dwconv3x3_act(&cv, act, x, h, w)
+                } else {
+                    dwconv3x3_act_generic(&cv, act, x, h, w)
+                }
+            },
+        )
+    };
+    let (fo, fg) = run(true);
+    let (go, gg) = run(false);
+    assert_close(&format!("{act:?} y"), fo, go, 1e-5);
+    for (name, (f, g)) in ["dx", "dw", "db"].into_iter().zip(fg.into_iter().zip(gg)) {
+        assert_close(&format!("{act:?} {name}"), f, g, 1e-4);
+    }
+}
+
+#[test]
+fn dwconv_matches_the_composition_for_every_activation() {
+    for act in [
+        Activation::Gelu,
+        Activation::GeluTanh,
+        Activation::Relu,
+        Activation::Silu,
+    ] {
+        dwconv_case(act);
+    }
+}
+
+#[test]
+fn inference_route_matches_the_composition() {
+    let q = random::<Flex, 3>([1, 130, 32], 12);
+    let k = random::<Flex, 3>([1, 17, 32], 13);
+    let v = random::<Flex, 3>([1, 17, 32], 14);
+    assert_eq!(route::<Flex>(&[q.dtype()]), Some(Route::Inference));
+    let f = attention(q.clone(), k.clone(), v.clone(), 2);
+    let g = attention_generic(q, k, v, 2);
+    assert_close("out", f, g, 1e-5);
+}
+
+#[test]
+fn other_dtypes_take_the_generic_path() {
+    use burn::tensor::DType;
+    assert_eq!(route::<A>(&[DType::F32, DType::BF16]), None);
+    assert_eq!(route::<AC>(&[DType::F32]), Some(Route::AutodiffBalanced));
+}
