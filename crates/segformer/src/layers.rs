@@ -91,7 +91,7 @@ pub(crate) struct BatchNorm2d<B: Backend> {
     /// `running_var` (unbiased).
     pub running_var: RunningState<Tensor<B, 1>>,
     momentum: f64,
-    epsilon: f64,
+    pub(crate) epsilon: f64,
 }
 
 impl<B: Backend> BatchNorm2d<B> {
@@ -104,6 +104,19 @@ impl<B: Backend> BatchNorm2d<B> {
             momentum: 0.1,
             epsilon: 1e-5,
         }
+    }
+
+    /// `running = (1 - momentum) · running + momentum · batch` for the mean and the unbiased
+    /// variance of a batch.
+    ///
+    /// # Shapes
+    /// - mean, unbiased_var: `[channels]`
+    pub(crate) fn update_running(&self, mean: Tensor<B, 1>, unbiased_var: Tensor<B, 1>) {
+        let m = self.momentum;
+        let running_mean = self.running_mean.value_sync() * (1.0 - m) + mean * m;
+        let running_var = self.running_var.value_sync() * (1.0 - m) + unbiased_var * m;
+        self.running_mean.update(running_mean.detach());
+        self.running_var.update(running_var.detach());
     }
 
     /// Batch statistics (and a running-stats update) under autodiff, running stats otherwise.
@@ -127,12 +140,7 @@ impl<B: Backend> BatchNorm2d<B> {
             } else {
                 var.clone().detach()
             };
-            let m = self.momentum;
-            let running_mean =
-                self.running_mean.value_sync() * (1.0 - m) + mean.clone().detach() * m;
-            let running_var = self.running_var.value_sync() * (1.0 - m) + unbiased * m;
-            self.running_mean.update(running_mean.detach());
-            self.running_var.update(running_var.detach());
+            self.update_running(mean.clone().detach(), unbiased);
             (mean, var)
         } else {
             (self.running_mean.value(), self.running_var.value())
@@ -167,7 +175,27 @@ impl DropPath {
         let batch = x.dims()[0];
         let mask =
             Tensor::<B, 3>::random([batch, 1, 1], Distribution::Bernoulli(keep), &x.device());
-        x * mask / keep
+        if crate::fused::route::<B>(&[x.dtype()]).is_none() {
+            return x * mask / keep;
+        }
+        // On the CPU a [B, N, C] × [B, 1, 1] broadcast takes burn-flex's slow strided path:
+        // scale (or zero) each sample's contiguous slice instead.
+        let mask = mask
+            .into_data()
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .unwrap_or_default();
+        let samples = (0..batch)
+            .map(|i| {
+                let sample = x.clone().narrow(0, i, 1);
+                if mask.get(i).copied().unwrap_or(1.0) > 0.5 {
+                    sample.mul_scalar(1.0 / keep)
+                } else {
+                    sample.zeros_like()
+                }
+            })
+            .collect();
+        Tensor::cat(samples, 0)
     }
 }
 
@@ -244,5 +272,44 @@ impl Compute {
         };
         let out = FloatDType::from(a.dtype());
         a.cast(dt).matmul(b.cast(dt)).cast(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+
+    #[test]
+    fn drop_path_zeroes_or_rescales_whole_samples() {
+        type A = Autodiff<Flex>;
+        let device = Default::default();
+        A::seed(&device, 3);
+        let x = Tensor::<A, 3>::random([16, 5, 4], Distribution::Normal(0.0, 1.0), &device)
+            .require_grad();
+        let y = DropPath::new(0.5).forward(x.clone());
+        let grads = y.clone().sum().backward();
+        let dx = x.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
+        let (x, y) = (
+            x.into_data().to_vec::<f32>().unwrap(),
+            y.into_data().to_vec::<f32>().unwrap(),
+        );
+        let mut kept = 0;
+        for s in 0..16 {
+            let r = s * 20..(s + 1) * 20;
+            let dropped = y[r.clone()].iter().all(|v| *v == 0.0);
+            let scaled = y[r.clone()]
+                .iter()
+                .zip(&x[r.clone()])
+                .all(|(y, x)| (y - 2.0 * x).abs() < 1e-6);
+            assert!(
+                dropped || scaled,
+                "sample {s} is neither dropped nor scaled by 1/keep"
+            );
+            let g = if dropped { 0.0 } else { 2.0 };
+            assert!(dx[r].iter().all(|d| *d == g), "sample {s} gradient");
+            kept += usize::from(!dropped);
+        }
+        assert!((2..=14).contains(&kept), "{kept} of 16 kept at p = 0.5");
     }
 }

@@ -12,6 +12,7 @@ use burn::tensor::{FloatDType, Int, Tensor};
 
 use crate::config::SegformerConfig;
 use crate::encoder::Encoder;
+use crate::fused;
 use crate::layers::{BatchNorm2d, Compute, ConvSpec, conv2d, linear};
 use crate::loss;
 
@@ -92,7 +93,9 @@ impl<B: Backend> DecodeHead<B> {
         // linear_fuse weight [D, stages*D, 1, 1] -> [D, stages*D]
         let [d, fused_in, _, _] = self.linear_fuse.weight.dims();
         let fuse = self.linear_fuse.weight.val().reshape([d, fused_in]);
-        let x = hidden_states
+        // Per stage, at its own resolution: F_i·P_i·x_i ([B, D, h_i, w_i]) and F_i·b_i ([D]).
+        let mut shift: Option<Tensor<B, 1>> = None;
+        let maps: Vec<Tensor<B, 4>> = hidden_states
             .iter()
             .zip(&self.linear_projections)
             .enumerate()
@@ -101,29 +104,30 @@ impl<B: Backend> DecodeHead<B> {
                 // HF concatenates the deepest stage first.
                 let j = stages - 1 - i;
                 let f = fuse.clone().slice([0..d, j * d..(j + 1) * d]); // [D, D]
-                // Linear weight [C_i, D] -> P_i [D, C_i]; F_i·P_i [D, C_i]; F_i·b_i [D]
-                let p = mlp.proj.weight.val().transpose();
-                let m = c.matmul(f.clone(), p);
+                // Linear weight [C_i, D] -> P_i [D, C_i]; F_i·P_i [D, C_i]
+                let m = c.matmul(f.clone(), mlp.proj.weight.val().transpose());
                 let y = c.matmul(
                     m.unsqueeze::<3>(),
                     x.clone().reshape([batch, channels, h * w]),
                 );
-                let y = match &mlp.proj.bias {
-                    Some(b) => {
-                        let fb = c.matmul(f, b.val().reshape([d, 1])); // [D, 1]
-                        y + fb.unsqueeze::<3>()
-                    }
-                    None => y,
-                };
-                resize_bilinear(y.reshape([batch, d, h, w]), [h0, w0])
+                if let Some(b) = &mlp.proj.bias {
+                    let fb = c.matmul(f, b.val().reshape([d, 1])).reshape([d]);
+                    shift = Some(match shift.take() {
+                        Some(s) => s + fb,
+                        None => fb,
+                    });
+                }
+                y.reshape([batch, d, h, w])
             })
-            .reduce(|a, b| a + b)
-            .expect("at least one encoder stage");
-        let x = match &self.linear_fuse.bias {
-            Some(b) => x + b.val().reshape([1, d, 1, 1]),
-            None => x,
+            .collect();
+        let shift = match (shift, &self.linear_fuse.bias) {
+            (Some(s), Some(b)) => s + b.val(),
+            (Some(s), None) => s,
+            (None, Some(b)) => b.val(),
+            (None, None) => Tensor::zeros([d], &fuse.device()),
         };
-        let x = relu(self.batch_norm.forward(x));
+        let x = fused::upsample_sum_bn_relu(&maps, &shift, &self.batch_norm)
+            .unwrap_or_else(|| tail_generic(&self.batch_norm, maps, shift, [h0, w0]));
         let x = self.dropout.forward(x);
         // The 1×1 classifier as one matmul: [L, D] x [B, D, H_0*W_0] -> [B, L, H_0, W_0]
         let [labels, _, _, _] = self.classifier.weight.dims();
@@ -135,6 +139,27 @@ impl<B: Backend> DecodeHead<B> {
         };
         logits.reshape([batch, labels, h0, w0])
     }
+}
+
+/// `relu(bn(Σ_i up(maps[i]) + shift))` composed from burn ops (the decode head's tail on
+/// backends without the fused op).
+///
+/// # Shapes
+/// - maps: `[batch, D, h_i, w_i]`; shift: `[D]`
+/// - output: `[batch, D, size[0], size[1]]`
+pub(crate) fn tail_generic<B: Backend>(
+    bn: &BatchNorm2d<B>,
+    maps: Vec<Tensor<B, 4>>,
+    shift: Tensor<B, 1>,
+    size: [usize; 2],
+) -> Tensor<B, 4> {
+    let d = shift.dims()[0];
+    let x = maps
+        .into_iter()
+        .map(|m| resize_bilinear(m, size))
+        .reduce(|a, b| a + b)
+        .expect("at least one encoder stage");
+    relu(bn.forward(x + shift.reshape([1, d, 1, 1])))
 }
 
 /// SegFormer for semantic segmentation, numerically HF's `SegformerForSemanticSegmentation`.

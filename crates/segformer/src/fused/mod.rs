@@ -19,6 +19,7 @@
 //! and the whole model against HF transformers in the crate's parity tests.
 
 mod attention;
+mod decode;
 mod dwconv;
 mod gemm;
 mod layer_norm;
@@ -45,6 +46,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
 
 pub(crate) use attention::attention;
+pub(crate) use decode::upsample_sum_bn_relu;
 pub(crate) use dwconv::dwconv3x3_act;
 pub(crate) use layer_norm::layer_norm;
 pub(crate) use linear::linear;

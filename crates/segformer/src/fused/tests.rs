@@ -244,3 +244,90 @@ fn other_dtypes_take_the_generic_path() {
     assert_eq!(route::<A>(&[DType::F32, DType::BF16]), None);
     assert_eq!(route::<AC>(&[DType::F32]), Some(Route::AutodiffBalanced));
 }
+
+/// The decode head's tail: maps at four resolutions (odd ratios included), shift, BatchNorm
+/// parameters; outputs, every gradient and the running statistics.
+fn decode_tail_case<B: burn::tensor::backend::AutodiffBackend>() {
+    use crate::layers::BatchNorm2d;
+    use crate::model::tail_generic;
+    let d = 5;
+    let sizes = [[12, 10], [6, 5], [3, 3], [2, 1]];
+    let maps: Vec<Tensor<B, 4>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &[h, w])| random([2, d, h, w], 20 + i as u64))
+        .collect();
+    let shift = random::<B, 1>([d], 30);
+    let gamma = random::<B, 1>([d], 31);
+    let beta = random::<B, 1>([d], 32);
+    let mut inputs: Vec<Tensor<B, 4>> = maps.clone();
+    for v in [shift, gamma, beta] {
+        inputs.push(v.reshape([1, 1, 1, d]));
+    }
+    let run = |fused: bool| {
+        let bn = std::cell::RefCell::new(None);
+        let (out, grads) = forward_backward::<B, 4, 4>(&inputs, |t| {
+            let mut norm = BatchNorm2d::<B>::new(d, &Default::default());
+            norm.gamma = attached(t[5].clone().reshape([d]));
+            norm.beta = attached(t[6].clone().reshape([d]));
+            let shift = t[4].clone().reshape([d]);
+            let out = if fused {
+                upsample_sum_bn_relu(&t[..4], &shift, &norm).expect("fused route")
+            } else {
+                tail_generic(&norm, t[..4].to_vec(), shift, [12, 10])
+            };
+            *bn.borrow_mut() = Some(norm);
+            out
+        });
+        let norm = bn.into_inner().unwrap();
+        let stats = (
+            norm.running_mean.value().inner(),
+            norm.running_var.value().inner(),
+        );
+        (out, grads, stats)
+    };
+    let (fo, fg, fs) = run(true);
+    let (go, gg, gs) = run(false);
+    assert_close("out", fo, go, 1e-5);
+    let scale = gg[0].clone().abs().max().into_scalar().elem::<f32>();
+    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+        if i == 4 {
+            // A per-channel shift is removed by the batch mean: its true gradient is 0, and
+            // both implementations give rounding noise.
+            for t in [f, g] {
+                let m = t.abs().max().into_scalar().elem::<f32>();
+                assert!(m <= 1e-5 * scale, "shift gradient {m:e} is not ~0");
+            }
+            continue;
+        }
+        assert_close(&format!("grad {i}"), f, g, 1e-4);
+    }
+    assert_close("running mean", fs.0, gs.0, 1e-5);
+    assert_close("running var", fs.1, gs.1, 1e-5);
+}
+
+#[test]
+fn decode_tail_matches_the_composition() {
+    decode_tail_case::<A>();
+    decode_tail_case::<AC>();
+}
+
+#[test]
+fn decode_tail_inference_uses_running_statistics() {
+    use crate::layers::BatchNorm2d;
+    use crate::model::tail_generic;
+    let d = 3;
+    let mut norm = BatchNorm2d::<Flex>::new(d, &Default::default());
+    norm.gamma = Param::from_tensor(random([d], 40));
+    norm.running_mean = burn::module::RunningState::new(random([d], 41));
+    norm.running_var = burn::module::RunningState::new(random::<Flex, 1>([d], 42).abs() + 0.5);
+    let maps: Vec<Tensor<Flex, 4>> = [[8, 8], [4, 4], [2, 2], [1, 1]]
+        .iter()
+        .enumerate()
+        .map(|(i, &[h, w])| random([1, d, h, w], 43 + i as u64))
+        .collect();
+    let shift = random::<Flex, 1>([d], 50);
+    let f = upsample_sum_bn_relu(&maps, &shift, &norm).expect("fused route");
+    let g = tail_generic(&norm, maps, shift, [8, 8]);
+    assert_close("out", f, g, 1e-5);
+}
