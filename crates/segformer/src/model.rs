@@ -238,8 +238,13 @@ impl<B: Backend> Segformer<B> {
     /// - output: `[1]`
     pub fn loss(&self, logits: Tensor<B, 4>, labels: Tensor<B, 3, Int>) -> Tensor<B, 1> {
         let [_, height, width] = labels.dims();
-        let logits = resize_bilinear(logits, [height, width]);
         let ignore = self.config.semantic_loss_ignore_index;
+        if self.num_labels() > 1
+            && let Some(loss) = fused::upsample_cross_entropy(&logits, &labels, ignore)
+        {
+            return loss;
+        }
+        let logits = resize_bilinear(logits, [height, width]);
         if self.num_labels() == 1 {
             loss::masked_bce_with_logits(logits, labels, ignore)
         } else {

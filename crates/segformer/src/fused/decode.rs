@@ -102,9 +102,12 @@ struct DecodeTail {
     eps: f32,
 }
 
+/// Per output coordinate: `(low, high, weight of high)`.
+pub(crate) type Taps = Vec<(usize, usize, f32)>;
+
 /// Source taps of bilinear upsampling (`align_corners = false`) for each output coordinate:
 /// `(low, high, weight of high)`, the same arithmetic as burn's and PyTorch's kernels.
-fn taps(input: usize, output: usize) -> Vec<(usize, usize, f32)> {
+pub(crate) fn taps(input: usize, output: usize) -> Taps {
     let ratio = input as f64 / output as f64;
     (0..output)
         .map(|o| {

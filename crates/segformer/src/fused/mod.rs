@@ -24,6 +24,7 @@ mod dwconv;
 mod gemm;
 mod layer_norm;
 mod linear;
+mod loss;
 mod transpose;
 
 #[cfg(test)]
@@ -50,6 +51,7 @@ pub(crate) use decode::upsample_sum_bn_relu;
 pub(crate) use dwconv::dwconv3x3_act;
 pub(crate) use layer_norm::layer_norm;
 pub(crate) use linear::linear;
+pub(crate) use loss::upsample_cross_entropy;
 pub(crate) use transpose::transpose12;
 
 /// Which fused implementation serves backend `B`, if any.

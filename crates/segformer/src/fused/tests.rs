@@ -331,3 +331,34 @@ fn decode_tail_inference_uses_running_statistics() {
     let g = tail_generic(&norm, maps, shift, [8, 8]);
     assert_close("out", f, g, 1e-5);
 }
+
+fn cross_entropy_case(logit_size: [usize; 2], label_size: [usize; 2]) {
+    use burn::tensor::{Int, TensorData};
+    let classes = 5;
+    let logits = random::<A, 4>([2, classes, logit_size[0], logit_size[1]], 60) * 3.0;
+    let n = 2 * label_size[0] * label_size[1];
+    // Every class, the ignore index and an out-of-range label.
+    let labels: Vec<i64> = (0..n)
+        .map(|i| [0, 1, 2, 3, 4, 255, 7, 1][(i * 7 + i / 3) % 8])
+        .collect();
+    let labels = Tensor::<A, 3, Int>::from_data(
+        TensorData::new(labels, [2, label_size[0], label_size[1]]),
+        &Default::default(),
+    );
+    let (fo, fg) = forward_backward::<A, 4, 1>(&[logits.clone()], |t| {
+        upsample_cross_entropy(&t[0], &labels, 255).expect("fused route")
+    });
+    let (go, gg) = forward_backward::<A, 4, 1>(&[logits], |t| {
+        let up = crate::model::resize_bilinear(t[0].clone(), label_size);
+        crate::loss::cross_entropy(up, labels.clone(), 255)
+    });
+    assert_close("loss", fo, go, 1e-5);
+    assert_close("dlogits", fg[0].clone(), gg[0].clone(), 1e-4);
+}
+
+#[test]
+fn cross_entropy_matches_upsample_then_loss() {
+    cross_entropy_case([7, 6], [28, 24]);
+    cross_entropy_case([5, 5], [17, 23]);
+    cross_entropy_case([6, 4], [6, 4]);
+}
