@@ -9,6 +9,7 @@ use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
 use super::gemm::{View, matmul};
+use super::math::{exp, multiversion};
 use super::{FusedOp, apply, dims, flex, primitive, route, sum_in_order, tensor, values};
 
 /// `softmax(Q·Kᵀ/√d)·V` per head, heads interleaved in the channel dimension
@@ -91,13 +92,14 @@ impl Geometry {
     }
 }
 
+multiversion! {
 /// Row-wise softmax of a row-major `[rows, m]` block, in place.
 fn softmax_rows(s: &mut [f32], m: usize) {
     for row in s.chunks_exact_mut(m) {
         let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let mut sum = 0.0f32;
         for v in row.iter_mut() {
-            *v = (*v - max).exp();
+            *v = exp(*v - max);
             sum += *v;
         }
         let inv = 1.0 / sum;
@@ -105,6 +107,19 @@ fn softmax_rows(s: &mut [f32], m: usize) {
             *v *= inv;
         }
     }
+}
+}
+
+multiversion! {
+/// `dP ← P ∘ (dP − rowsum(P ∘ dP))` per row: the softmax backward.
+fn softmax_backward_rows(p: &[f32], dp: &mut [f32], m: usize) {
+    for (pr, dpr) in p.chunks_exact(m).zip(dp.chunks_exact_mut(m)) {
+        let dot: f32 = pr.iter().zip(dpr.iter()).map(|(a, b)| a * b).sum();
+        for (x, p) in dpr.iter_mut().zip(pr) {
+            *x = p * (*x - dot);
+        }
+    }
+}
 }
 
 impl FusedOp<3> for AttentionOp {
@@ -194,12 +209,7 @@ impl FusedOp<3> for AttentionOp {
                             matmul(dv_acc, col, g.c, p.t(), doh, 1.0, true, false);
                             // dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(P ∘ dP))
                             matmul(dp, 0, g.m, doh, vh.t(), 1.0, false, false);
-                            for (pr, dpr) in s.chunks_exact(g.m).zip(dp.chunks_exact_mut(g.m)) {
-                                let dot: f32 = pr.iter().zip(dpr.iter()).map(|(a, b)| a * b).sum();
-                                for (x, p) in dpr.iter_mut().zip(pr) {
-                                    *x = p * (*x - dot);
-                                }
-                            }
+                            softmax_backward_rows(s, dp, g.m);
                             let ds = View::rows(dp, 0, rows, g.m, g.m);
                             // dQ = scale·dS·K, dK += scale·dSᵀ·Q
                             matmul(dqc, col, g.c, ds, kh, g.scale, false, false);

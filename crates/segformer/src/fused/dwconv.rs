@@ -9,6 +9,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
+use super::math::{erf, exp, multiversion};
 use super::{
     FusedOp, apply, dims, flex, primitive, route, rows_per_task, sum_in_order, tensor, values,
 };
@@ -75,11 +76,12 @@ const INV_SQRT_2PI: f32 = 0.398_942_3;
 const SQRT_2_PI: f32 = 0.797_884_6;
 
 /// The activation and its derivative at `z`.
+#[inline(always)]
 fn act_and_grad(act: Activation, z: f32) -> (f32, f32) {
     match act {
         Activation::Gelu => {
-            let cdf = 0.5 * (1.0 + libm::erff(z * SQRT_1_2));
-            (z * cdf, cdf + z * INV_SQRT_2PI * (-0.5 * z * z).exp())
+            let cdf = 0.5 * (1.0 + erf(z * SQRT_1_2));
+            (z * cdf, cdf + z * INV_SQRT_2PI * exp(-0.5 * z * z))
         }
         Activation::GeluTanh => {
             let inner = SQRT_2_PI * (z + 0.044715 * z * z * z);
@@ -92,7 +94,7 @@ fn act_and_grad(act: Activation, z: f32) -> (f32, f32) {
         }
         Activation::Relu => (z.max(0.0), if z > 0.0 { 1.0 } else { 0.0 }),
         Activation::Silu => {
-            let s = 1.0 / (1.0 + (-z).exp());
+            let s = 1.0 / (1.0 + exp(-z));
             (z * s, s * (1.0 + z * (1.0 - s)))
         }
     }
@@ -109,6 +111,25 @@ fn taps(weight: &[f32], c: usize) -> Vec<f32> {
     t
 }
 
+multiversion! {
+    /// `row = act(row)`.
+    fn activate_row(act: Activation, row: &mut [f32]) {
+        for v in row.iter_mut() {
+            *v = act_and_grad(act, *v).0;
+        }
+    }
+}
+
+multiversion! {
+    /// `row = dy · act'(row)`.
+    fn act_grad_row(act: Activation, row: &mut [f32], dy: &[f32]) {
+        for (v, g) in row.iter_mut().zip(dy) {
+            *v = g * act_and_grad(act, *v).1;
+        }
+    }
+}
+
+multiversion! {
 /// One output row of the depthwise conv (pre-activation): `row` is `[w, C]` at image row `y`.
 fn conv_row(x: &[f32], taps: &[f32], bias: &[f32], y: usize, h: usize, w: usize, row: &mut [f32]) {
     let c = bias.len();
@@ -133,6 +154,7 @@ fn conv_row(x: &[f32], taps: &[f32], bias: &[f32], y: usize, h: usize, w: usize,
             }
         }
     }
+}
 }
 
 impl FusedOp<3> for DwConvOp {
@@ -161,9 +183,7 @@ impl FusedOp<3> for DwConvOp {
                 w,
                 row,
             );
-            for v in row.iter_mut() {
-                *v = act_and_grad(self.act, *v).0;
-            }
+            activate_row(self.act, row);
         });
         let saved = keep.then(|| (x.clone(), wt.clone(), b.clone()));
         (flex(out, &shape), saved)
@@ -186,9 +206,7 @@ impl FusedOp<3> for DwConvOp {
         dz.par_chunks_mut(w * c).enumerate().for_each(|(r, row)| {
             let (img, y) = (r / h, r % h);
             conv_row(&xv[img * plane..][..plane], &taps, &bv, y, h, w, row);
-            for (v, g) in row.iter_mut().zip(&dy[r * w * c..][..w * c]) {
-                *v = g * act_and_grad(self.act, *v).1;
-            }
+            act_grad_row(self.act, row, &dy[r * w * c..][..w * c]);
         });
         // dx[y, x] = Σ_taps w[ky, kx] · dz[y + 1 − ky, x + 1 − kx]: the same conv with the
         // kernel flipped, gathered per input row.

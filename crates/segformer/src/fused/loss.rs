@@ -12,6 +12,7 @@ use burn::tensor::{Int, Tensor};
 use rayon::prelude::*;
 
 use super::decode::{Taps, taps};
+use super::math::exp;
 use super::{FusedOp, apply, dims, flex, primitive, route, tensor, values};
 
 /// Output rows per parallel task.
@@ -194,7 +195,7 @@ impl FusedOp<1> for CrossEntropy {
                     self.each_pixel(&g, &zv, b, r0..r1, |oy, ox, label, z| {
                         let (lse, _) = log_sum_exp(z);
                         for (p, z) in p.iter_mut().zip(z) {
-                            *p = (z - lse).exp() * scale;
+                            *p = exp(z - lse) * scale;
                         }
                         p[label] -= scale;
                         let ((y0, y1, wy), (x0, x1, wx)) = (g.ty[oy], g.tx[ox]);

@@ -25,6 +25,7 @@ mod gemm;
 mod layer_norm;
 mod linear;
 mod loss;
+mod math;
 mod transpose;
 
 #[cfg(test)]
