@@ -14,6 +14,16 @@ pub enum DeviceArg {
     Cuda(usize),
 }
 
+impl DeviceArg {
+    /// The same device for `train`.
+    pub fn train_device(self) -> train::Device {
+        match self {
+            DeviceArg::Cpu => train::Device::Cpu,
+            DeviceArg::Cuda(index) => train::Device::Cuda(index),
+        }
+    }
+}
+
 impl FromStr for DeviceArg {
     type Err = String;
 

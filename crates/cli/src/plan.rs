@@ -30,8 +30,9 @@ pub struct PlanArgs {
     /// Input bands.
     #[arg(long, default_value_t = 3)]
     bands: usize,
-    /// Device the plan is for. NOTE: the model is calibrated on the CPU backend; CUDA figures
-    /// are predictions that have not been measured on a GPU yet.
+    /// Device the plan is for: `cpu` runs segformer's fused kernels, `cuda` burn's composed
+    /// ops. NOTE: both are calibrated on the CPU backend; CUDA figures are predictions that
+    /// have not been measured on a GPU yet.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// A memory budget (e.g. 8GiB): choose micro-batch, accumulation, precision and
@@ -65,9 +66,11 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         "f16" | "fp16" => Precision::F16,
         other => bail!("--precision `{other}` is not one of f32, bf16, f16"),
     };
-    a.device
+    let device = a
+        .device
         .parse::<train::Device>()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let kernels = train::Kernels::for_device(device);
     if a.batch == 0 || a.num_labels == 0 || a.bands == 0 {
         bail!("--batch, --num-labels and --bands must be at least 1");
     }
@@ -91,6 +94,7 @@ pub fn run(a: &PlanArgs) -> Result<()> {
             width,
             precision,
             checkpointing: a.checkpointing,
+            kernels,
         };
         let choice = fit_budget(bytes, a.effective_batch.unwrap_or(a.batch), &template)
             .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
@@ -108,13 +112,17 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         batch: a.batch,
         precision,
         checkpointing: a.checkpointing,
+        kernels,
     });
     if a.json {
         println!("{}", serde_json::to_string_pretty(&estimate)?);
     } else {
         println!("{estimate}");
-        if a.device != "cpu" {
-            println!("(calibrated on the CPU backend; not yet measured on a GPU)");
+        if kernels == train::Kernels::Composed {
+            println!(
+                "(burn's composed ops, as on CUDA: calibrated on the CPU backend with \
+                 SEGFORMER_FUSED=0; not yet measured on a GPU)"
+            );
         }
     }
     Ok(())

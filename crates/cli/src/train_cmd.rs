@@ -86,8 +86,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     }
     let mut cfg = TrainConfig::from_toml_str(&text, &sets)
         .with_context(|| format!("{}", config_path.display()))?;
-    if let Some(reason) =
-        train::fit_memory(&mut cfg).with_context(|| format!("{}", config_path.display()))?
+    if let Some(reason) = train::fit_memory(&mut cfg, args.device.train_device())
+        .with_context(|| format!("{}", config_path.display()))?
     {
         eprintln!("memory plan: {reason}");
     }
@@ -131,13 +131,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
 /// `train::run` on the chosen device; it applies `[memory] budget` and picks the checkpointing
 /// backend. A missing GPU is reported here first, as a sentence rather than a driver panic.
 fn train_on(cfg: &TrainConfig, opts: &RunOptions, device: DeviceArg) -> Result<RunSummary> {
-    let device = match device {
-        DeviceArg::Cpu => train::Device::Cpu,
-        DeviceArg::Cuda(index) => {
-            #[cfg(feature = "cuda")]
-            crate::device::cuda_device(index)?;
-            train::Device::Cuda(index)
-        }
-    };
-    Ok(train::run(cfg, opts, device)?)
+    #[cfg(feature = "cuda")]
+    if let DeviceArg::Cuda(index) = device {
+        crate::device::cuda_device(index)?;
+    }
+    Ok(train::run(cfg, opts, device.train_device())?)
 }

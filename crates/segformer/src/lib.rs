@@ -30,6 +30,7 @@ mod model;
 mod weights;
 
 pub use config::{ConfigError, SegformerConfig};
+pub use fused::fused_kernels_enabled;
 pub use model::Segformer;
 pub use weights::{
     LoadReport, WeightsError, hf_gradients, hf_state_dict, hf_state_dict_original, load_hf_dir,

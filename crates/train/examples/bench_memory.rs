@@ -24,7 +24,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, FloatDType, Int, Tensor};
 use serde::{Deserialize, Serialize};
-use train::{AdamW, AdamWConfig, MemoryPlan, PlanInput, Precision};
+use train::{AdamW, AdamWConfig, Kernels, MemoryPlan, PlanInput, Precision};
 
 /// `System`, counting the live bytes and their high-water mark.
 struct Counting;
@@ -112,6 +112,7 @@ impl Case {
             .expect("mit-b0 is a preset")
             .with_num_labels(self.labels);
         MemoryPlan::predict(&PlanInput {
+            kernels: Kernels::for_device(train::Device::Cpu),
             config: &config,
             height: self.size,
             width: self.size,

@@ -58,7 +58,7 @@ impl Device {
 pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSummary, TrainError> {
     device.check_available()?;
     let mut fitted = cfg.clone();
-    if let Some(reason) = fit_memory(&mut fitted)? {
+    if let Some(reason) = fit_memory(&mut fitted, device)? {
         eprintln!("memory: {reason}");
     }
     let cfg = &fitted;
@@ -106,7 +106,7 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
 /// Applies `[memory] budget`: picks micro-batch, accumulation, precision and checkpointing so
 /// the predicted peak fits and the effective batch (`memory.effective_batch`, else
 /// `batch_size × accumulation_steps`) is kept. Returns why, or `None` without a budget.
-pub fn fit_memory(cfg: &mut TrainConfig) -> Result<Option<String>, TrainError> {
+pub fn fit_memory(cfg: &mut TrainConfig, device: Device) -> Result<Option<String>, TrainError> {
     let Some(budget) = cfg.memory.budget.clone() else {
         return Ok(None);
     };
@@ -130,6 +130,7 @@ pub fn fit_memory(cfg: &mut TrainConfig) -> Result<Option<String>, TrainError> {
         width: cfg.data.size[1],
         precision: cfg.train.precision,
         checkpointing: cfg.train.checkpointing,
+        kernels: crate::plan::Kernels::for_device(device),
     };
     let choice = fit_budget(bytes, effective, &template)
         .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
@@ -168,7 +169,9 @@ mod tests {
             dir.path().to_str().unwrap()
         );
         let mut cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
-        let reason = fit_memory(&mut cfg).unwrap().expect("a budget was given");
+        let reason = fit_memory(&mut cfg, Device::Cpu)
+            .unwrap()
+            .expect("a budget was given");
         assert_eq!(
             cfg.train.batch_size * cfg.train.accumulation_steps,
             8,
@@ -177,7 +180,7 @@ mod tests {
         assert!(cfg.train.batch_size < 8, "{reason}");
         assert!(reason.contains("2 GiB"), "{reason}");
         cfg.memory.budget = Some("a lot".into());
-        let e = fit_memory(&mut cfg).unwrap_err().to_string();
+        let e = fit_memory(&mut cfg, Device::Cpu).unwrap_err().to_string();
         assert!(e.contains("memory.budget") && e.contains("a lot"), "{e}");
     }
 

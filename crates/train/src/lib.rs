@@ -42,8 +42,8 @@ pub use metrics::{ConfusionMatrix, SegMetrics};
 pub use model::{build_model, model_config, preset, upsample_logits};
 pub use optim::{AdamW, AdamWConfig, StepStats};
 pub use plan::{
-    FitChoice, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory, fit_budget,
-    parse_bytes,
+    FitChoice, Kernels, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory,
+    fit_budget, parse_bytes,
 };
 pub use report::{EpochRecord, Reporter, StepRecord};
 pub use scaler::GradScaler;

@@ -19,6 +19,30 @@ use crate::config::Precision;
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
 
+/// Which implementation of the layers runs the step: the two keep very different tensors for
+/// the backward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kernels {
+    /// segformer's fused CPU kernels (burn-flex, f32): attention probabilities and
+    /// full-resolution logits are recomputed in the backward pass, never kept.
+    Fused,
+    /// burn's op-by-op composition (burn-cuda and any other backend; also the CPU with
+    /// `SEGFORMER_FUSED=0`): attention scores and full-resolution logits are kept.
+    Composed,
+}
+
+impl Kernels {
+    /// The kernels a training device runs: fused on the CPU (unless `SEGFORMER_FUSED=0`),
+    /// composed elsewhere.
+    pub fn for_device(device: crate::Device) -> Self {
+        match device {
+            crate::Device::Cpu if segformer::fused_kernels_enabled() => Kernels::Fused,
+            _ => Kernels::Composed,
+        }
+    }
+}
+
 /// One prediction's inputs: the model, the input size and how the step runs.
 #[derive(Clone, Copy, Debug)]
 pub struct PlanInput<'a> {
@@ -34,6 +58,8 @@ pub struct PlanInput<'a> {
     pub precision: Precision,
     /// Burn's balanced activation checkpointing (`Autodiff<_, BalancedCheckpointing>`).
     pub checkpointing: bool,
+    /// Fused CPU kernels or burn's composition (see [`Kernels::for_device`]).
+    pub kernels: Kernels,
 }
 
 /// What [`fit_budget`] may vary: everything of a [`PlanInput`] except the micro-batch; the
@@ -50,6 +76,8 @@ pub struct PlanInputTemplate<'a> {
     pub precision: Precision,
     /// Whether the run already asks for checkpointing.
     pub checkpointing: bool,
+    /// Fused CPU kernels or burn's composition (see [`Kernels::for_device`]).
+    pub kernels: Kernels,
 }
 
 /// Activation bytes of one encoder stage (attention scores are counted separately).
@@ -79,7 +107,8 @@ pub struct MemoryEstimate {
     pub stages: Vec<StageMemory>,
     /// Decode head activations (projected, upsampled, fused maps).
     pub decoder: u64,
-    /// Full-resolution logits of the loss with their softmax and gradient copies.
+    /// Logits kept for the loss: composed kernels keep the full-resolution logits with their
+    /// softmax and gradient copies; the fused loss keeps only the quarter-resolution ones.
     pub logits: u64,
     /// Input images and labels.
     pub inputs: u64,
@@ -132,7 +161,7 @@ impl fmt::Display for MemoryEstimate {
             line(f, &format!("stage {} attention scores", i + 1), s.attention)?;
         }
         line(f, "decode head", self.decoder)?;
-        line(f, "full-resolution logits", self.logits)?;
+        line(f, "logits for the loss", self.logits)?;
         line(f, "inputs and labels", self.inputs)?;
         line(f, "workspace / allocator", self.workspace)?;
         line(f, "backward peak", self.backward_peak())?;
@@ -148,70 +177,118 @@ impl fmt::Display for MemoryEstimate {
 
 /// Bytes kept per counted element, per way of running a step.
 ///
-/// The per-block mix comes from counting what the ops of a block save for backward in f32
-/// (per `N·C`: the two LayerNorms' inputs and normalised values, q/k/v/o projection inputs
-/// and outputs, the residual sums and drop-path products, ≈ 20 tensors = 80 B; per `N·4C`:
-/// fc1 output, depthwise-conv input/output, the erf-GELU's five intermediates ≈ 7 tensors =
-/// 28 B; per reduced `N/sr²·C`: the sr conv output, its LayerNorm and k/v inputs ≈ 6 = 24 B;
-/// per stage `N·C`: patch embedding output and LayerNorms ≈ 6 = 24 B; decoder `D·N₀`: four
-/// upsampled maps, the concat, fuse output, BatchNorm and ReLU ≈ 13 = 52 B). `scale` is the
-/// measured fraction of that mix alive at the peak; the other factors are measured directly.
+/// `mix` counts, per element of each kind of tensor, the f32 bytes the ops save for backward
+/// (see [`COMPOSED`] and [`FUSED`]); `scale` is the measured fraction of that mix alive at the
+/// peak; the other factors are measured directly.
 #[derive(Clone, Copy, Debug)]
 struct Factors {
-    /// Fraction of the counted f32 token/FFN/decoder tensors alive at the peak.
+    /// Analytic bytes per counted element.
+    mix: Mix,
+    /// Measured live bytes over the counted mix at the peak: below 1 when not every counted
+    /// tensor is alive at once, above 1 when ops keep temporaries the mix does not count.
     scale: f64,
-    /// Bytes per attention score (f32 scores + softmax output + its gradient = 12 B without
-    /// checkpointing; checkpointing keeps only the probabilities).
+    /// Bytes per attention score (composed: f32 scores + softmax output + its gradient = 12 B
+    /// without checkpointing; checkpointing keeps only the probabilities; fused: none).
     attention: f64,
-    /// Bytes per full-resolution logit (upsampled logits, log-softmax output, its gradient).
+    /// Bytes per full-resolution logit (composed: upsampled logits, log-softmax output, its
+    /// gradient; fused: none).
     logits: f64,
+    /// Bytes per quarter-resolution logit beyond the decode head's (fused: the classifier
+    /// output and its gradient when they outlive the decoder's peak).
+    quarter_logits: f64,
+    /// Bytes per label pixel besides the labels themselves (fused: the loss's class map).
+    pixel: f64,
     /// Gradient bytes per parameter alive at the peak: the peak falls early in backward, before
     /// most gradients exist.
     gradients: f64,
     /// Workspace bytes per parameter: the bf16 weight copies the graph keeps in mixed precision.
     workspace: f64,
+    /// The optimizer step's own peak per parameter: weights, moments, every gradient and the
+    /// update's temporaries (measured at 64², where nothing else is large).
+    step: f64,
 }
 
-/// Per-element byte counts of the analytic mix (see [`Factors`]).
-const TOKEN: f64 = 80.0;
-const MLP: f64 = 28.0;
-const REDUCED: f64 = 24.0;
-const STAGE: f64 = 24.0;
-const DECODER: f64 = 52.0;
+/// Analytic bytes per element: per block token `N·C`, Mix-FFN `N·4C` and reduced key/value
+/// `N/sr²·C` elements, per stage `N·C`, decoder `D·N₀`.
+#[derive(Clone, Copy, Debug)]
+struct Mix {
+    token: f64,
+    mlp: f64,
+    reduced: f64,
+    stage: f64,
+    decoder: f64,
+}
+
+/// burn's composition: per `N·C` the two LayerNorms' inputs and normalised values, q/k/v/o
+/// projection inputs and outputs, the head split/merge copies, the residual sums and drop-path
+/// products, ≈ 20 tensors = 80 B; per `N·4C` fc1 output, depthwise-conv input/output, the
+/// erf-GELU's five intermediates ≈ 7 = 28 B; per reduced element the sr conv output, its
+/// LayerNorm and k/v inputs ≈ 6 = 24 B; per stage element the patch embedding output and
+/// LayerNorms ≈ 6 = 24 B; per decoder element four upsampled maps, BatchNorm and ReLU ≈ 13 = 52 B.
+const COMPOSED: Mix = Mix {
+    token: 80.0,
+    mlp: 28.0,
+    reduced: 24.0,
+    stage: 24.0,
+    decoder: 52.0,
+};
+
+/// The fused kernels: per `N·C` the block input (LayerNorm), the LayerNorm output (q
+/// projection), its transposed copy (sr conv input), q (attention), the attention output
+/// (o projection), the residual sum (second LayerNorm) and its normalised value (fc1) = 7
+/// tensors = 28 B; per `N·4C` the fc1 output (depthwise conv) and the activation (fc2) = 8 B;
+/// per reduced element the sr LayerNorm input and output, k and v = 16 B; per stage element
+/// the patch embedding's transposed output, its LayerNorm input and the stage's final LayerNorm
+/// = 12 B; per decoder element the pre-norm sum and the ReLU output = 8 B.
+const FUSED: Mix = Mix {
+    token: 28.0,
+    mlp: 8.0,
+    reduced: 16.0,
+    stage: 12.0,
+    decoder: 8.0,
+};
 
 // Calibrated with `examples/bench_memory.rs` on MiT-B0 (256² and 512², batch 1–4, 2 and 150
-// labels); see BENCH-memory.md for the check against every measured point.
-fn factors(precision: Precision, checkpointing: bool) -> Factors {
+// labels, least squares per mode); see BENCH-memory.md for the check against every measured
+// point, held-out ones included. The composed factors were measured on burn-flex before the
+// fused kernels existed (today: `SEGFORMER_FUSED=0`).
+fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Factors {
     let half = precision != Precision::F32;
-    match (half, checkpointing) {
-        (false, false) => Factors {
-            scale: 0.909,
-            attention: 12.0,
-            logits: 12.55,
-            gradients: 0.75,
-            workspace: 0.0,
-        },
-        (true, false) => Factors {
-            scale: 0.734,
-            attention: 12.0,
-            logits: 13.42,
-            gradients: 0.75,
-            workspace: 2.0,
-        },
-        (false, true) => Factors {
-            scale: 0.666,
-            attention: 4.0,
-            logits: 11.25,
-            gradients: 0.77,
-            workspace: 0.0,
-        },
-        (true, true) => Factors {
-            scale: 0.634,
-            attention: 8.0,
-            logits: 11.0,
-            gradients: 0.53,
-            workspace: 2.0,
-        },
+    let composed = |scale, attention, logits, gradients, workspace| Factors {
+        mix: COMPOSED,
+        scale,
+        attention,
+        logits,
+        quarter_logits: 0.0,
+        pixel: 0.0,
+        gradients,
+        workspace,
+        step: 17.6,
+    };
+    let fused = |scale, quarter_logits, gradients, step| Factors {
+        mix: FUSED,
+        scale,
+        attention: 0.0,
+        logits: 0.0,
+        quarter_logits,
+        pixel: 4.0,
+        gradients,
+        // bf16: the weight copies the graph keeps for the bf16 matmuls
+        workspace: if half { 2.0 } else { 0.0 },
+        step,
+    };
+    match (kernels, half, checkpointing) {
+        (Kernels::Composed, false, false) => composed(0.909, 12.0, 12.55, 0.75, 0.0),
+        (Kernels::Composed, true, false) => composed(0.734, 12.0, 13.42, 0.75, 2.0),
+        (Kernels::Composed, false, true) => composed(0.666, 4.0, 11.25, 0.77, 0.0),
+        (Kernels::Composed, true, true) => composed(0.634, 8.0, 11.0, 0.53, 2.0),
+        // NOTE: checkpointing costs memory with the fused kernels (they already keep only what
+        // their backward needs; burn's checkpointer keeps extra inputs on top), so the
+        // planner's checkpointing options are larger here, never chosen to save memory.
+        (Kernels::Fused, false, false) => fused(1.222, 0.52, 1.19, 18.23),
+        (Kernels::Fused, true, false) => fused(1.188, 0.0, 0.80, 17.19),
+        (Kernels::Fused, false, true) => fused(1.518, 2.0, 0.70, 18.23),
+        (Kernels::Fused, true, true) => fused(1.655, 0.0, 0.97, 17.21),
     }
 }
 
@@ -247,7 +324,8 @@ impl MemoryPlan {
     /// after the first (which allocates the AdamW moments).
     pub fn predict(input: &PlanInput<'_>) -> MemoryEstimate {
         let c = input.config;
-        let k = factors(input.precision, input.checkpointing);
+        let k = factors(input.kernels, input.precision, input.checkpointing);
+        let mix = k.mix;
         let b = input.batch.max(1) as f64;
         let p = parameter_count(c);
         let (mut h, mut w) = (input.height, input.width);
@@ -265,19 +343,23 @@ impl MemoryPlan {
             let reduced = if sr > 1 { (h / sr) * (w / sr) } else { n } as f64;
             let depth = c.depths[i] as f64;
             let n = n as f64;
-            let reduced_kv = if sr > 1 { REDUCED * reduced * ch } else { 0.0 };
-            let per_block =
-                k.scale * (TOKEN * n * ch + MLP * n * ch * c.mlp_ratios[i] as f64 + reduced_kv);
+            let reduced_kv = if sr > 1 {
+                mix.reduced * reduced * ch
+            } else {
+                0.0
+            };
+            let per_block = k.scale
+                * (mix.token * n * ch + mix.mlp * n * ch * c.mlp_ratios[i] as f64 + reduced_kv);
             let heads = c.num_attention_heads[i] as f64;
             stages.push(StageMemory {
                 tokens: n as usize,
-                activations: (b * (depth * per_block + k.scale * STAGE * n * ch)) as u64,
+                activations: (b * (depth * per_block + k.scale * mix.stage * n * ch)) as u64,
                 attention: (b * depth * k.attention * heads * n * reduced) as u64,
             });
         }
         let labels = c.num_labels() as f64;
         let pixels = (input.height * input.width) as f64;
-        let decoder = b * k.scale * DECODER * c.decoder_hidden_size as f64 * n0 as f64;
+        let decoder = b * k.scale * mix.decoder * c.decoder_hidden_size as f64 * n0 as f64;
         MemoryEstimate {
             parameters: p,
             weights: 4 * p as u64,
@@ -285,13 +367,12 @@ impl MemoryPlan {
             optimizer: 8 * p as u64,
             stages,
             decoder: decoder as u64,
-            logits: (b * k.logits * labels * pixels) as u64,
-            // f32 images and i64 labels
-            inputs: (b * pixels * (4.0 * c.num_channels as f64 + 8.0)) as u64,
+            logits: (b * labels * (k.logits * pixels + k.quarter_logits * n0 as f64)) as u64,
+            // f32 images and i64 labels (and the fused loss's class map)
+            inputs: (b * pixels * (4.0 * c.num_channels as f64 + 8.0 + k.pixel)) as u64,
             workspace: (k.workspace * p as f64) as u64,
             // 16 B/param of weights, gradients and moments, plus the update's temporaries
-            // (1.6 B/param, measured at 64² where nothing else is large).
-            optimizer_step: (17.6 * p as f64) as u64,
+            optimizer_step: (k.step * p as f64) as u64,
         }
     }
 }
@@ -380,6 +461,7 @@ pub fn fit_budget(
             batch,
             precision,
             checkpointing,
+            kernels: template.kernels,
         })
     };
     for &mode in &modes {

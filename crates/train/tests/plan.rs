@@ -11,7 +11,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, FloatDType, Int, Tensor};
 use train::{
-    AdamW, AdamWConfig, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
+    AdamW, AdamWConfig, Kernels, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
     parse_bytes,
 };
 
@@ -67,6 +67,9 @@ static MEASURING: Mutex<()> = Mutex::new(());
 /// AdamW moments), everything the process holds included, like the prediction.
 fn measured_peak<B: AutodiffBackend>(size: usize, batch: usize, bf16: bool) -> u64 {
     let _guard = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    // What the process already holds is not part of training: the harness, and e.g. the
+    // symbol cache a panicking test's backtrace leaves behind (~90 MiB with RUST_BACKTRACE).
+    let baseline = LIVE.load(Ordering::Relaxed);
     let device = Default::default();
     B::seed(&device, 0);
     let config = train::preset("mit-b0").unwrap().with_num_labels(2);
@@ -95,13 +98,23 @@ fn measured_peak<B: AutodiffBackend>(size: usize, batch: usize, bf16: bool) -> u
         model = opt.step(6e-5, model, grads, 1.0).0;
         peak = PEAK.load(Ordering::Relaxed);
     }
-    // Everything the test harness held before the model existed is not part of training.
-    peak as u64
+    peak.saturating_sub(baseline) as u64
 }
 
 fn predicted(size: usize, batch: usize, precision: Precision, checkpointing: bool) -> u64 {
+    predicted_for(Kernels::Fused, size, batch, precision, checkpointing)
+}
+
+fn predicted_for(
+    kernels: Kernels,
+    size: usize,
+    batch: usize,
+    precision: Precision,
+    checkpointing: bool,
+) -> u64 {
     let config = train::preset("mit-b0").unwrap().with_num_labels(2);
     MemoryPlan::predict(&PlanInput {
+        kernels,
         config: &config,
         height: size,
         width: size,
@@ -152,6 +165,7 @@ fn prediction_grows_with_batch_size_and_labels() {
     assert!(p2 > p1);
     let c150 = train::preset("mit-b0").unwrap().with_num_labels(150);
     let e = MemoryPlan::predict(&PlanInput {
+        kernels: Kernels::Fused,
         config: &c150,
         height: 512,
         width: 512,
@@ -159,21 +173,44 @@ fn prediction_grows_with_batch_size_and_labels() {
         precision: Precision::F32,
         checkpointing: false,
     });
-    // 150 classes at full resolution: the logits term alone holds 150·512² f32 several times.
-    assert!(e.logits >= 150 * 512 * 512 * 4, "{e}");
+    // The fused loss keeps 150 quarter-resolution logit maps at most, never full-resolution ones.
+    assert!(e.logits <= 150 * 128 * 128 * 4, "{e}");
     assert!(e.peak_bytes() > p1);
-    assert!(e.to_string().contains("full-resolution logits"));
+    assert!(e.to_string().contains("logits for the loss"));
+    // burn's composition keeps the full-resolution logits several times over, and the
+    // attention scores.
+    let composed = MemoryPlan::predict(&PlanInput {
+        kernels: Kernels::Composed,
+        config: &c150,
+        height: 512,
+        width: 512,
+        batch: 1,
+        precision: Precision::F32,
+        checkpointing: false,
+    });
+    assert!(composed.logits >= 150 * 512 * 512 * 4, "{composed}");
+    assert!(composed.stages[0].attention > 0 && e.stages[0].attention == 0);
+    assert!(composed.peak_bytes() > e.peak_bytes());
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(json["stages"].as_array().unwrap().len(), 4);
 }
 
 fn template(config: &segformer::SegformerConfig, size: usize) -> PlanInputTemplate<'_> {
+    template_for(Kernels::Fused, config, size)
+}
+
+fn template_for(
+    kernels: Kernels,
+    config: &segformer::SegformerConfig,
+    size: usize,
+) -> PlanInputTemplate<'_> {
     PlanInputTemplate {
         config,
         height: size,
         width: size,
         precision: Precision::F32,
         checkpointing: false,
+        kernels,
     }
 }
 
@@ -206,38 +243,43 @@ fn fit_takes_the_largest_divisor_that_fits() {
 #[test]
 fn fit_falls_back_to_bf16_then_checkpointing_then_both() {
     let config = train::preset("mit-b0").unwrap().with_num_labels(2);
-    let t = template(&config, 512);
-    let f32_1 = predicted(512, 1, Precision::F32, false);
-    let bf16_1 = predicted(512, 1, Precision::Bf16, false);
-    let ck_1 = predicted(512, 1, Precision::F32, true);
-    let both_1 = predicted(512, 1, Precision::Bf16, true);
-    let order = [
-        (f32_1, Precision::F32, false),
-        (bf16_1, Precision::Bf16, false),
-        (ck_1, Precision::F32, true),
-        (both_1, Precision::Bf16, true),
-    ];
-    // Each mode is chosen once the budget is below every earlier mode's batch-1 peak.
-    for (i, &(peak, precision, ckpt)) in order.iter().enumerate() {
-        let earlier_min = order[..i].iter().map(|o| o.0).min().unwrap_or(u64::MAX);
-        if peak >= earlier_min {
-            continue; // this mode is never needed: an earlier one is already smaller
+    // Composed kernels (CUDA) gain from every fallback; with the fused ones bf16 and
+    // checkpointing save nothing, so only the f32 mode is ever chosen there.
+    let mut fallbacks_taken = 0;
+    for kernels in [Kernels::Composed, Kernels::Fused] {
+        let t = template_for(kernels, &config, 512);
+        let p = |precision, ckpt| predicted_for(kernels, 512, 1, precision, ckpt);
+        let order = [
+            (p(Precision::F32, false), Precision::F32, false),
+            (p(Precision::Bf16, false), Precision::Bf16, false),
+            (p(Precision::F32, true), Precision::F32, true),
+            (p(Precision::Bf16, true), Precision::Bf16, true),
+        ];
+        // Each mode is chosen once the budget is below every earlier mode's batch-1 peak.
+        for (i, &(peak, precision, ckpt)) in order.iter().enumerate() {
+            let earlier_min = order[..i].iter().map(|o| o.0).min().unwrap_or(u64::MAX);
+            if peak >= earlier_min {
+                continue; // this mode is never needed: an earlier one is already smaller
+            }
+            fallbacks_taken += usize::from(i > 0);
+            let c = fit_budget(peak, 4, &t).unwrap();
+            assert_eq!((c.micro_batch, c.accumulation_steps), (1, 4));
+            assert_eq!(
+                (c.precision, c.checkpointing),
+                (precision, ckpt),
+                "{kernels:?}: {}",
+                c.reason()
+            );
         }
-        let c = fit_budget(peak, 4, &t).unwrap();
-        assert_eq!((c.micro_batch, c.accumulation_steps), (1, 4));
-        assert_eq!(
-            (c.precision, c.checkpointing),
-            (precision, ckpt),
-            "{}",
-            c.reason()
+        let smallest = order.iter().map(|o| o.0).min().unwrap();
+        let e = fit_budget(smallest - 1, 4, &t).unwrap_err();
+        assert!(
+            e.contains("too small") && e.contains("smallest predicted peak"),
+            "{e}"
         );
     }
-    let smallest = order.iter().map(|o| o.0).min().unwrap();
-    let e = fit_budget(smallest - 1, 4, &t).unwrap_err();
-    assert!(
-        e.contains("too small") && e.contains("smallest predicted peak"),
-        "{e}"
-    );
+    assert!(fallbacks_taken >= 2, "the composed plan never fell back");
+    let t = template(&config, 512);
     let e = fit_budget(1024 * 1024, 4, &t).unwrap_err();
     assert!(e.contains("1 MiB"), "{e}");
     assert!(

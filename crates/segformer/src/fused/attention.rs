@@ -9,7 +9,7 @@ use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
 use super::gemm::{View, matmul};
-use super::math::{exp, multiversion};
+use super::math::{exp, lanes_dot, lanes_max, lanes_sum, multiversion};
 use super::{FusedOp, apply, dims, flex, primitive, route, sum_in_order, tensor, values};
 
 /// `softmax(Q·Kᵀ/√d)·V` per head, heads interleaved in the channel dimension
@@ -96,13 +96,11 @@ multiversion! {
 /// Row-wise softmax of a row-major `[rows, m]` block, in place.
 fn softmax_rows(s: &mut [f32], m: usize) {
     for row in s.chunks_exact_mut(m) {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
+        let max = lanes_max(row);
         for v in row.iter_mut() {
             *v = exp(*v - max);
-            sum += *v;
         }
-        let inv = 1.0 / sum;
+        let inv = 1.0 / lanes_sum(row);
         for v in row.iter_mut() {
             *v *= inv;
         }
@@ -114,7 +112,7 @@ multiversion! {
 /// `dP ← P ∘ (dP − rowsum(P ∘ dP))` per row: the softmax backward.
 fn softmax_backward_rows(p: &[f32], dp: &mut [f32], m: usize) {
     for (pr, dpr) in p.chunks_exact(m).zip(dp.chunks_exact_mut(m)) {
-        let dot: f32 = pr.iter().zip(dpr.iter()).map(|(a, b)| a * b).sum();
+        let dot = lanes_dot(pr, dpr);
         for (x, p) in dpr.iter_mut().zip(pr) {
             *x = p * (*x - dot);
         }

@@ -2,15 +2,17 @@
 //! twice, for AVX2+FMA (picked at run time when the CPU has them) and for the baseline target.
 
 /// `e^x` for f32 (Cephes' `expf` polynomial, about 2 ulp; inputs below −87.3 give ≈1e−38
-/// instead of 0, which no caller here can tell apart).
+/// instead of 0 and above 88.7 ≈3e38 instead of ∞, which no caller here can tell apart; NaN
+/// stays NaN).
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    let x = x.clamp(-87.3, 88.7);
-    let k = (x * LOG2E + 0.5).floor();
-    let r = x - k * LN2_HI - k * LN2_LO;
+    // `max`/`min` (unlike `clamp`) map NaN to a number here; it is restored at the end.
+    let xc = x.max(-87.3).min(88.7);
+    let k = (xc * LOG2E + 0.5).floor();
+    let r = xc - k * LN2_HI - k * LN2_LO;
     let p = 1.987_569_1e-4;
     let p = p * r + 1.398_199_9e-3;
     let p = p * r + 8.333_452e-3;
@@ -18,7 +20,11 @@ pub(crate) fn exp(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 5.000_000_1e-1;
     let y = p * r * r + r + 1.0;
-    y * f32::from_bits(((k as i32 + 127) as u32) << 23)
+    // SAFETY: `xc` is a number in −87.3..=88.7, so `k` is a finite integer in −126..=128:
+    // the unchecked conversion (which vectorises, unlike `as`'s saturating one) is exact.
+    let k: i32 = unsafe { k.to_int_unchecked() };
+    let e = y * f32::from_bits(((k + 127) as u32) << 23);
+    if x.is_nan() { x } else { e }
 }
 
 /// `erf(x)` for f32 through the Chebyshev fit of `erfc` in Numerical Recipes (`erfcc`,
@@ -39,6 +45,52 @@ pub(crate) fn erf(x: f32) -> f32 {
     let p = p * t - 1.265_512_2;
     let erfc = t * exp(-z * z + p);
     (1.0 - erfc).copysign(x)
+}
+
+/// Lanes of the reductions below: independent partial results the compiler keeps in one
+/// vector register (a float reduction in one accumulator cannot be vectorised).
+const LANES: usize = 8;
+
+/// `Σ x` over 8 interleaved partial sums.
+#[inline(always)]
+pub(crate) fn lanes_sum(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `Σ a·b` over 8 interleaved partial sums.
+#[inline(always)]
+pub(crate) fn lanes_dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `max x` (−∞ for an empty slice) over 8 interleaved partial maxima.
+#[inline(always)]
+pub(crate) fn lanes_max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a = if *v > *a { *v } else { *a };
+        }
+    }
+    acc.iter().copied().fold(tail, f32::max)
 }
 
 /// Defines `fn $name` whose body is compiled for AVX2+FMA and for the baseline, choosing the
@@ -79,6 +131,8 @@ mod tests {
             worst.1 = worst.1.max((super::erf(y) as f64 - want).abs());
         }
         assert!(worst.0 < 5e-7, "exp relative error {:e}", worst.0);
+        assert!(super::exp(f32::NAN).is_nan() && super::erf(f32::NAN).is_nan());
+        assert_eq!(super::exp(f32::INFINITY), super::exp(88.7));
         assert!(worst.1 < 5e-7, "erf absolute error {:e}", worst.1);
     }
 }

@@ -66,14 +66,17 @@ pub(crate) enum Route {
     AutodiffBalanced,
 }
 
-fn fused_enabled() -> bool {
+/// Whether the fused CPU kernels serve `Flex` and `Autodiff<Flex, _>` in this process: yes
+/// unless the environment sets `SEGFORMER_FUSED=0` (read once). Other backends always run
+/// burn's composition of ops.
+pub fn fused_kernels_enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
     *ENABLED.get_or_init(|| std::env::var("SEGFORMER_FUSED").map_or(true, |v| v != "0"))
 }
 
 /// The fused route for backend `B` when every tensor in `dtypes` is f32.
 pub(crate) fn route<B: Backend>(dtypes: &[DType]) -> Option<Route> {
-    if !fused_enabled() || dtypes.iter().any(|d| *d != DType::F32) {
+    if !fused_kernels_enabled() || dtypes.iter().any(|d| *d != DType::F32) {
         return None;
     }
     let id = TypeId::of::<B>();
