@@ -78,6 +78,13 @@ struct Case {
     bf16: bool,
     ckpt: bool,
     labels: usize,
+    /// segformer's fused CPU kernels (the default) or burn's composition (`SEGFORMER_FUSED=0`).
+    #[serde(default = "fused_default")]
+    fused: bool,
+}
+
+fn fused_default() -> bool {
+    true
 }
 
 impl Case {
@@ -100,6 +107,7 @@ impl Case {
                 _ => return None,
             },
             labels: p[4].parse().ok()?,
+            fused: segformer::fused_kernels_enabled(),
         })
     }
     fn spec(&self) -> String {
@@ -112,7 +120,11 @@ impl Case {
             .expect("mit-b0 is a preset")
             .with_num_labels(self.labels);
         MemoryPlan::predict(&PlanInput {
-            kernels: Kernels::for_device(train::Device::Cpu),
+            kernels: if self.fused {
+                Kernels::Fused
+            } else {
+                Kernels::Composed
+            },
             config: &config,
             height: self.size,
             width: self.size,
@@ -222,7 +234,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 fn header() -> String {
     format!(
-        "| {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} |\n|{}",
+        "| {:>8} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} |\n|{}",
+        "kernels",
         "size",
         "batch",
         "prec",
@@ -233,7 +246,7 @@ fn header() -> String {
         "predicted MiB",
         "error %",
         "step s",
-        "---|".repeat(10)
+        "---|".repeat(11)
     )
 }
 
@@ -241,7 +254,8 @@ fn row(m: &Measured) -> (String, f64) {
     let p = m.case.predicted() as f64;
     let err = 100.0 * (p - m.heap_peak as f64) / m.heap_peak as f64;
     let line = format!(
-        "| {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
+        "| {:>8} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
+        if m.case.fused { "fused" } else { "composed" },
         m.case.size,
         m.case.batch,
         if m.case.bf16 { "bf16" } else { "f32" },
@@ -269,6 +283,7 @@ fn default_grid() -> Vec<Case> {
                             bf16,
                             ckpt,
                             labels,
+                            fused: segformer::fused_kernels_enabled(),
                         });
                     }
                 }

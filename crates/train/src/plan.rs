@@ -188,7 +188,7 @@ struct Factors {
     /// tensor is alive at once, above 1 when ops keep temporaries the mix does not count.
     scale: f64,
     /// Bytes per attention score (composed: f32 scores + softmax output + its gradient = 12 B
-    /// without checkpointing; checkpointing keeps only the probabilities; fused: none).
+    /// without checkpointing, 8 B with it (measured); fused: none, the scores are recomputed).
     attention: f64,
     /// Bytes per full-resolution logit (composed: upsampled logits, log-softmax output, its
     /// gradient; fused: none).
@@ -250,11 +250,11 @@ const FUSED: Mix = Mix {
 
 // Calibrated with `examples/bench_memory.rs` on MiT-B0 (256² and 512², batch 1–4, 2 and 150
 // labels, least squares per mode); see BENCH-memory.md for the check against every measured
-// point, held-out ones included. The composed factors were measured on burn-flex before the
-// fused kernels existed (today: `SEGFORMER_FUSED=0`).
+// point, held-out ones included. The composed factors were measured on burn-flex with
+// `SEGFORMER_FUSED=0` (burn's op-by-op graph, as burn-cuda runs it).
 fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Factors {
     let half = precision != Precision::F32;
-    let composed = |scale, attention, logits, gradients, workspace| Factors {
+    let composed = |scale, attention, logits, gradients, workspace, step| Factors {
         mix: COMPOSED,
         scale,
         attention,
@@ -263,7 +263,7 @@ fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Facto
         pixel: 0.0,
         gradients,
         workspace,
-        step: 17.6,
+        step,
     };
     let fused = |scale, quarter_logits, gradients, step| Factors {
         mix: FUSED,
@@ -278,10 +278,10 @@ fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Facto
         step,
     };
     match (kernels, half, checkpointing) {
-        (Kernels::Composed, false, false) => composed(0.909, 12.0, 12.55, 0.75, 0.0),
-        (Kernels::Composed, true, false) => composed(0.734, 12.0, 13.42, 0.75, 2.0),
-        (Kernels::Composed, false, true) => composed(0.666, 4.0, 11.25, 0.77, 0.0),
-        (Kernels::Composed, true, true) => composed(0.634, 8.0, 11.0, 0.53, 2.0),
+        (Kernels::Composed, false, false) => composed(0.589, 12.0, 16.06, 0.69, 0.0, 17.70),
+        (Kernels::Composed, true, false) => composed(0.587, 12.0, 15.10, 0.73, 2.0, 17.23),
+        (Kernels::Composed, false, true) => composed(0.352, 8.0, 15.54, 0.70, 0.0, 17.71),
+        (Kernels::Composed, true, true) => composed(0.480, 8.0, 14.02, 0.85, 2.0, 17.23),
         // NOTE: checkpointing costs memory with the fused kernels (they already keep only what
         // their backward needs; burn's checkpointer keeps extra inputs on top), so the
         // planner's checkpointing options are larger here, never chosen to save memory.

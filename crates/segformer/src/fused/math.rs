@@ -70,7 +70,12 @@ pub(crate) fn lanes_sum(x: &[f32]) -> f32 {
 pub(crate) fn lanes_dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     for (x, y) in ca.zip(cb) {
         for i in 0..LANES {
             acc[i] += x[i] * y[i];
@@ -84,7 +89,11 @@ pub(crate) fn lanes_dot(a: &[f32], b: &[f32]) -> f32 {
 pub(crate) fn lanes_max(x: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; LANES];
     let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
     for c in chunks {
         for (a, v) in acc.iter_mut().zip(c) {
             *a = if *v > *a { *v } else { *a };
