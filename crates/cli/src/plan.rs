@@ -24,7 +24,7 @@ pub struct PlanArgs {
     /// Recompute activations in backward (Burn's balanced checkpointing).
     #[arg(long)]
     checkpointing: bool,
-    /// Number of classes (sets the size of the full-resolution logits of the loss).
+    /// Number of classes (sets the size of the logits kept for the loss).
     #[arg(long, default_value_t = 2)]
     num_labels: usize,
     /// Input bands.
