@@ -171,30 +171,25 @@ fn prediction_grows_with_batch_size_and_labels() {
     let p2 = predicted(512, 2, Precision::F32, false);
     assert!(p2 > p1);
     let c150 = train::preset("mit-b0").unwrap().with_num_labels(150);
-    let e = MemoryPlan::predict(&PlanInput {
-        kernels: Kernels::Fused,
-        config: &c150,
-        height: 512,
-        width: 512,
-        batch: 1,
-        precision: Precision::F32,
-        checkpointing: false,
-    });
+    let at_512 = |kernels| {
+        MemoryPlan::predict(&PlanInput {
+            kernels,
+            config: &c150,
+            height: 512,
+            width: 512,
+            batch: 1,
+            precision: Precision::F32,
+            checkpointing: false,
+        })
+    };
+    let e = at_512(Kernels::Fused);
     // The fused loss keeps 150 quarter-resolution logit maps at most, never full-resolution ones.
     assert!(e.logits <= 150 * 128 * 128 * 4, "{e}");
     assert!(e.peak_bytes() > p1);
     assert!(e.to_string().contains("logits for the loss"));
     // burn's composition keeps the full-resolution logits several times over, and the
     // attention scores.
-    let composed = MemoryPlan::predict(&PlanInput {
-        kernels: Kernels::Composed,
-        config: &c150,
-        height: 512,
-        width: 512,
-        batch: 1,
-        precision: Precision::F32,
-        checkpointing: false,
-    });
+    let composed = at_512(Kernels::Composed);
     assert!(composed.logits >= 150 * 512 * 512 * 4, "{composed}");
     assert!(composed.stages[0].attention > 0 && e.stages[0].attention == 0);
     assert!(composed.peak_bytes() > e.peak_bytes());
