@@ -111,21 +111,51 @@ fn taps(weight: &[f32], c: usize) -> Vec<f32> {
     t
 }
 
+/// Runs `$body` with `$a` bound to a constant copy of `$act`: one loop per activation, so the
+/// activation is known inside each loop and it vectorises (a `match` per element, with
+/// `tanh`'s libm call in one arm, keeps the whole loop scalar).
+macro_rules! per_activation {
+    ($act:expr, $a:ident => $body:block) => {
+        match $act {
+            Activation::Gelu => {
+                const $a: Activation = Activation::Gelu;
+                $body
+            }
+            Activation::GeluTanh => {
+                const $a: Activation = Activation::GeluTanh;
+                $body
+            }
+            Activation::Relu => {
+                const $a: Activation = Activation::Relu;
+                $body
+            }
+            Activation::Silu => {
+                const $a: Activation = Activation::Silu;
+                $body
+            }
+        }
+    };
+}
+
 multiversion! {
     /// `row = act(row)`.
     fn activate_row(act: Activation, row: &mut [f32]) {
-        for v in row.iter_mut() {
-            *v = act_and_grad(act, *v).0;
-        }
+        per_activation!(act, A => {
+            for v in row.iter_mut() {
+                *v = act_and_grad(A, *v).0;
+            }
+        })
     }
 }
 
 multiversion! {
     /// `row = dy · act'(row)`.
     fn act_grad_row(act: Activation, row: &mut [f32], dy: &[f32]) {
-        for (v, g) in row.iter_mut().zip(dy) {
-            *v = g * act_and_grad(act, *v).1;
-        }
+        per_activation!(act, A => {
+            for (v, g) in row.iter_mut().zip(dy) {
+                *v = g * act_and_grad(A, *v).1;
+            }
+        })
     }
 }
 
