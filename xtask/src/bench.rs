@@ -1,5 +1,6 @@
-//! `cargo xtask bench speed|memory [ARGS…]`: the benchmark programs of the train crate, built
-//! in release (benchmarks measure optimised code; they are never timed tests).
+//! `cargo xtask bench speed|memory|pipeline [ARGS…]`: the benchmark programs of the train
+//! crate (training/inference speed, memory) and of augment (the data pipeline), built in
+//! release (benchmarks measure optimised code; they are never timed tests).
 
 use std::process::Command;
 
@@ -12,11 +13,12 @@ pub fn run(args: &[String]) -> Result<()> {
         .split_first()
         .map(|(w, r)| (w.as_str(), r))
         .unwrap_or(("", &[]));
-    let example = match which {
-        "speed" => "bench_speed",
-        "memory" => "bench_memory",
+    let (package, example) = match which {
+        "speed" => ("train", "bench_speed"),
+        "memory" => ("train", "bench_memory"),
+        "pipeline" => ("augment", "bench"),
         other => bail!(
-            "unknown benchmark `{other}`; use `cargo xtask bench speed` or `cargo xtask bench memory`"
+            "unknown benchmark `{other}`; use `cargo xtask bench speed`, `memory` or `pipeline`"
         ),
     };
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -25,7 +27,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "run",
             "--release",
             "-p",
-            "train",
+            package,
             "--example",
             example,
             "--",

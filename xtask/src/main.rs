@@ -5,7 +5,7 @@
 //!   (the same code as `segfit prepare`; other flags are passed through).
 //! - `cargo xtask train [--config FILE] [--set K=V…] [--device D]`: prepares the synthetic set
 //!   when the config's data is missing, then trains into `runs/<config name>`.
-//! - `cargo xtask bench speed|memory [ARGS…]`: the benchmarks, in release.
+//! - `cargo xtask bench speed|memory|pipeline [ARGS…]`: the benchmarks, in release.
 
 mod bench;
 mod prepare;
@@ -45,7 +45,8 @@ commands:
                      MiT-B0 train/inference throughput (release build), with PyTorch side by side
                      when a Python with torch + transformers is given
   bench memory [ARGS…]
-                     peak memory of real training steps, measured vs the planner's prediction";
+                     peak memory of real training steps, measured vs the planner's prediction
+  bench pipeline     augmentation + processor throughput on 512² tiles (augment/BENCH.md)";
 
 /// The workspace root (xtask lives one level below it).
 pub fn project_root() -> PathBuf {
