@@ -141,7 +141,8 @@ fn check(measured: u64, predicted: u64, what: &str) {
 #[test]
 fn prediction_is_within_ten_percent_of_real_f32_steps() {
     let _serial = serial();
-    for (size, batch) in [(64, 1), (64, 2), (128, 1), (128, 2)] {
+    // 64² is the optimizer step's peak alone; at 256² the activations are a third of it.
+    for (size, batch) in [(64, 1), (64, 2), (128, 1), (128, 2), (256, 1)] {
         let m = measured_peak::<Autodiff<Flex>>(size, batch, false);
         check(
             m,
