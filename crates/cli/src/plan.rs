@@ -118,11 +118,16 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&estimate)?);
     } else {
         println!("{estimate}");
-        if kernels == train::Kernels::Composed {
-            println!(
-                "(burn's composed ops, as on CUDA: calibrated on the CPU backend with \
-                 SEGFORMER_FUSED=0; not yet measured on a GPU)"
-            );
+        match kernels {
+            train::Kernels::Fused => {}
+            train::Kernels::Recompute => println!(
+                "(burn's ops with segformer's recomputing attention and loss, as on CUDA: \
+                 calibrated on the CPU backend with SEGFORMER_FUSED=0; not yet measured on a GPU)"
+            ),
+            train::Kernels::Composed => println!(
+                "(burn's plain composition, SEGFORMER_RECOMPUTE=0: calibrated on the CPU \
+                 backend with SEGFORMER_FUSED=0; not yet measured on a GPU)"
+            ),
         }
     }
     Ok(())

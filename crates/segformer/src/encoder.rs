@@ -78,7 +78,7 @@ impl<B: Backend> EfficientSelfAttention<B> {
         let value = c.linear(&self.v_proj, kv);
         let context = if self.attention_dropout.prob == 0.0 || !B::ad_enabled(&query.device()) {
             // [B, N, C] x [B, M, C] x [B, M, C] -> [B, N, C], per head
-            fused::attention(query, key, value, self.num_heads)
+            fused::attention(query, key, value, self.num_heads, c)
         } else {
             self.attention_with_dropout(query, key, value, c)
         };

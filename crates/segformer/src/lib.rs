@@ -27,11 +27,13 @@ mod fused;
 mod layers;
 mod loss;
 mod model;
+mod recompute;
 mod weights;
 
 pub use config::{ConfigError, SegformerConfig};
 pub use fused::fused_kernels_enabled;
 pub use model::Segformer;
+pub use recompute::{CHUNK_ELEMENTS as RECOMPUTE_CHUNK_ELEMENTS, enabled as recompute_enabled};
 pub use weights::{
     LoadReport, WeightsError, hf_gradients, hf_state_dict, hf_state_dict_original, load_hf_dir,
     load_pretrained, read_config, save_hf_dir,

@@ -239,10 +239,16 @@ impl<B: Backend> Segformer<B> {
     pub fn loss(&self, logits: Tensor<B, 4>, labels: Tensor<B, 3, Int>) -> Tensor<B, 1> {
         let [_, height, width] = labels.dims();
         let ignore = self.config.semantic_loss_ignore_index;
-        if self.num_labels() > 1
-            && let Some(loss) = fused::upsample_cross_entropy(&logits, &labels, ignore)
-        {
-            return loss;
+        if self.num_labels() > 1 {
+            if let Some(loss) = fused::upsample_cross_entropy(&logits, &labels, ignore) {
+                return loss;
+            }
+            if crate::recompute::enabled()
+                && let Some(loss) =
+                    crate::recompute::upsample_cross_entropy(&logits, &labels, ignore)
+            {
+                return loss;
+            }
         }
         let logits = resize_bilinear(logits, [height, width]);
         if self.num_labels() == 1 {

@@ -81,6 +81,10 @@ struct Case {
     /// segformer's fused CPU kernels (the default) or burn's composition (`SEGFORMER_FUSED=0`).
     #[serde(default = "fused_default")]
     fused: bool,
+    /// Without the fused kernels: segformer's recomputing attention and loss (the default) or
+    /// burn's plain composition (`SEGFORMER_RECOMPUTE=0`; rows measured before they existed).
+    #[serde(default)]
+    recompute: bool,
 }
 
 fn fused_default() -> bool {
@@ -108,7 +112,15 @@ impl Case {
             },
             labels: p[4].parse().ok()?,
             fused: segformer::fused_kernels_enabled(),
+            recompute: segformer::recompute_enabled(),
         })
+    }
+    fn kernels(&self) -> Kernels {
+        match (self.fused, self.recompute) {
+            (true, _) => Kernels::Fused,
+            (false, true) => Kernels::Recompute,
+            (false, false) => Kernels::Composed,
+        }
     }
     fn spec(&self) -> String {
         let prec = if self.bf16 { "bf16" } else { "f32" };
@@ -120,11 +132,7 @@ impl Case {
             .expect("mit-b0 is a preset")
             .with_num_labels(self.labels);
         MemoryPlan::predict(&PlanInput {
-            kernels: if self.fused {
-                Kernels::Fused
-            } else {
-                Kernels::Composed
-            },
+            kernels: self.kernels(),
             config: &config,
             height: self.size,
             width: self.size,
@@ -234,7 +242,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 fn header() -> String {
     format!(
-        "| {:>8} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} |\n|{}",
+        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} |\n|{}",
         "kernels",
         "size",
         "batch",
@@ -254,8 +262,12 @@ fn row(m: &Measured) -> (String, f64) {
     let p = m.case.predicted() as f64;
     let err = 100.0 * (p - m.heap_peak as f64) / m.heap_peak as f64;
     let line = format!(
-        "| {:>8} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
-        if m.case.fused { "fused" } else { "composed" },
+        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
+        match m.case.kernels() {
+            Kernels::Fused => "fused",
+            Kernels::Recompute => "recompute",
+            Kernels::Composed => "composed",
+        },
         m.case.size,
         m.case.batch,
         if m.case.bf16 { "bf16" } else { "f32" },
@@ -284,6 +296,7 @@ fn default_grid() -> Vec<Case> {
                             ckpt,
                             labels,
                             fused: segformer::fused_kernels_enabled(),
+                            recompute: segformer::recompute_enabled(),
                         });
                     }
                 }

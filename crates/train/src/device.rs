@@ -72,6 +72,8 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
             use burn::backend::Cuda;
             use burn::backend::cuda::CudaDevice;
             let d = CudaDevice::new(index);
+            // burn-cuda reports an allocation failure by panicking: catch it and turn it into
+            // a report with the planner's figures; any other panic goes on unwinding.
             let guarded = |f: &dyn Fn() -> Result<RunSummary, TrainError>| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
                     let msg = panic
@@ -79,16 +81,9 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
                         .cloned()
                         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_default();
-                    if msg.to_ascii_lowercase().contains("out of memory") || msg.contains("OutOfMemory") {
-                        Err(TrainError::OutOfMemory {
-                            what: format!("training on cuda:{index} at batch {}, {:?}", cfg.train.batch_size, cfg.data.size),
-                            detail: format!(
-                                "{msg}; lower train.batch_size and raise train.accumulation_steps, set train.precision = \"bf16\", \
-                                 or enable train.checkpointing (see `segfit plan`)"
-                            ),
-                        })
-                    } else {
-                        std::panic::resume_unwind(panic)
+                    match out_of_memory(&msg, cfg, device) {
+                        Some(e) => Err(e),
+                        None => std::panic::resume_unwind(panic),
                     }
                 })
             };
@@ -112,6 +107,23 @@ pub fn fit_memory(cfg: &mut TrainConfig, device: Device) -> Result<Option<String
     };
     let bytes =
         parse_bytes(&budget).map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
+    let model = planned_model(cfg)?;
+    let effective = cfg
+        .memory
+        .effective_batch
+        .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps);
+    let choice = fit_budget(bytes, effective, &template(cfg, &model, device))
+        .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
+    cfg.train.batch_size = choice.micro_batch;
+    cfg.train.accumulation_steps = choice.accumulation_steps;
+    cfg.train.precision = choice.precision;
+    cfg.train.checkpointing = choice.checkpointing;
+    Ok(Some(choice.reason()))
+}
+
+/// The model a run trains, as the planner needs it: the architecture, the dataset's classes
+/// and bands.
+fn planned_model(cfg: &TrainConfig) -> Result<segformer::SegformerConfig, TrainError> {
     let meta = tiles::DatasetMeta::load(&cfg.data.root)?;
     let class_names = match (&cfg.data.classes, &meta) {
         (Some(l), _) => l.class_names(),
@@ -119,26 +131,92 @@ pub fn fit_memory(cfg: &mut TrainConfig, device: Device) -> Result<Option<String
         (None, None) => vec!["class_0".into(), "class_1".into()],
     };
     let bands = meta.as_ref().map(|m| m.bands).unwrap_or(3);
-    let model = model_config(&cfg.model, &class_names, bands)?;
-    let effective = cfg
-        .memory
-        .effective_batch
-        .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps);
-    let template = PlanInputTemplate {
-        config: &model,
+    model_config(&cfg.model, &class_names, bands)
+}
+
+fn template<'a>(
+    cfg: &TrainConfig,
+    model: &'a segformer::SegformerConfig,
+    device: Device,
+) -> PlanInputTemplate<'a> {
+    PlanInputTemplate {
+        config: model,
         height: cfg.data.size[0],
         width: cfg.data.size[1],
         precision: cfg.train.precision,
         checkpointing: cfg.train.checkpointing,
         kernels: crate::plan::Kernels::for_device(device),
+    }
+}
+
+/// The report for a run on `device` that failed with `message`, if the message is a backend's
+/// out-of-memory error: the backend's own words, the predicted peak of the micro-batch that
+/// failed, and the planner's next option (the largest configuration, at the same effective
+/// batch, predicted below the one that failed).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn out_of_memory(
+    message: &str,
+    cfg: &TrainConfig,
+    device: Device,
+) -> Option<TrainError> {
+    let lower = message.to_ascii_lowercase();
+    if !(lower.contains("out of memory")
+        || lower.contains("out-of-memory")
+        || message.contains("OutOfMemory"))
+    {
+        return None;
+    }
+    // The backend's first line names the failure; the rest is a backtrace.
+    let cause = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.eq_ignore_ascii_case("backtrace"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let (batch, steps) = (cfg.train.batch_size, cfg.train.accumulation_steps);
+    let what = format!(
+        "training on {} with a micro-batch of {batch} at {}x{}",
+        device_name(device),
+        cfg.data.size[0],
+        cfg.data.size[1]
+    );
+    let advice = match planned_model(cfg) {
+        Ok(model) => {
+            let t = template(cfg, &model, device);
+            let predicted = crate::plan::MemoryPlan::predict(&t.at(batch)).peak_bytes();
+            let next = match fit_budget(predicted.saturating_sub(1), batch * steps, &t) {
+                Ok(c) => format!(
+                    "the planner's next option is {} (train.batch_size = {}, \
+                     train.accumulation_steps = {}, train.precision = \"{}\", \
+                     train.checkpointing = {}), or set memory.budget to the card's free memory",
+                    c.reason(),
+                    c.micro_batch,
+                    c.accumulation_steps,
+                    crate::plan::precision_name(c.precision),
+                    c.checkpointing
+                ),
+                Err(e) => format!("no smaller configuration is predicted to fit: {e}"),
+            };
+            format!(
+                "predicted peak for this step {}; {next}",
+                crate::plan::human(predicted)
+            )
+        }
+        Err(e) => format!("(no prediction: {e}); lower train.batch_size or set memory.budget"),
     };
-    let choice = fit_budget(bytes, effective, &template)
-        .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
-    cfg.train.batch_size = choice.micro_batch;
-    cfg.train.accumulation_steps = choice.accumulation_steps;
-    cfg.train.precision = choice.precision;
-    cfg.train.checkpointing = choice.checkpointing;
-    Ok(Some(choice.reason()))
+    Some(TrainError::OutOfMemory {
+        what,
+        detail: format!("{cause}; {advice}"),
+    })
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn device_name(device: Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(i) => format!("cuda:{i}"),
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +269,60 @@ mod tests {
         cfg.memory.budget = Some("a lot".into());
         let e = fit_memory(&mut cfg, Device::Cpu).unwrap_err().to_string();
         assert!(e.contains("memory.budget") && e.contains("a lot"), "{e}");
+    }
+
+    #[test]
+    fn out_of_memory_reports_the_prediction_and_the_next_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = tiles::SyntheticOptions {
+            count: 4,
+            size: 32,
+            out: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        tiles::prepare_synthetic(&opts).unwrap();
+        let text = format!(
+            "[model]\npreset = \"mit-b0\"\n[data]\nroot = {:?}\nsize = [1024, 1024]\n[train]\nbatch_size = 4\naccumulation_steps = 2\n",
+            dir.path().to_str().unwrap()
+        );
+        let cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
+        // The shape of cubecl's `LaunchError::OutOfMemory` as burn-cuda panics with it.
+        let message = "An out-of-memory error happened during launch\nCaused by:\n  \
+                       Unable to reserve 2147483648 bytes\nBacktrace\n   0: cubecl_runtime::...";
+        let e = out_of_memory(message, &cfg, Device::Cuda(1))
+            .expect("an out-of-memory report")
+            .to_string();
+        assert!(
+            e.starts_with(
+                "out of memory at training on cuda:1 with a micro-batch of 4 at 1024x1024"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("Unable to reserve 2147483648 bytes"), "{e}");
+        assert!(
+            !e.contains("cubecl_runtime::"),
+            "the backtrace is left out: {e}"
+        );
+        // The prediction for batch 4, and the next option keeps the effective batch of 8.
+        let model = planned_model(&cfg).unwrap();
+        let t = template(&cfg, &model, Device::Cuda(1));
+        let predicted = crate::plan::MemoryPlan::predict(&t.at(4)).peak_bytes();
+        assert!(
+            e.contains(&format!(
+                "predicted peak for this step {}",
+                crate::plan::human(predicted)
+            )),
+            "{e}"
+        );
+        assert!(e.contains("next option is batch 2 × 4 steps in f32"), "{e}");
+        assert!(
+            e.contains("train.batch_size = 2, train.accumulation_steps = 4"),
+            "{e}"
+        );
+        // Other failures are not mistaken for it.
+        assert!(
+            out_of_memory("index out of bounds: the len is 3", &cfg, Device::Cuda(0)).is_none()
+        );
     }
 
     #[cfg(not(feature = "cuda"))]

@@ -7,7 +7,10 @@
 //! scores (`heads·N·N/sr²`), the decode head (`D·N₀`) and the full-resolution logits of the
 //! loss (`labels·H·W`). Each count is multiplied by bytes-per-element factors calibrated on
 //! real CPU steps (`examples/bench_memory.rs`, table in `BENCH-memory.md`): the factor says how
-//! many such tensors burn's autodiff keeps and in which dtype.
+//! many such tensors burn's autodiff keeps and in which dtype. Three sets of factors, one per
+//! [`Kernels`]: the fused CPU kernels, burn's ops with segformer's recomputing attention and
+//! loss (what burn-cuda runs, measured on burn-flex with `SEGFORMER_FUSED=0`), and burn's plain
+//! composition (`SEGFORMER_RECOMPUTE=0`, for comparison).
 
 use std::fmt;
 
@@ -27,17 +30,22 @@ pub enum Kernels {
     /// segformer's fused CPU kernels (burn-flex, f32): attention probabilities and
     /// full-resolution logits are recomputed in the backward pass, never kept.
     Fused,
-    /// burn's op-by-op composition (burn-cuda and any other backend; also the CPU with
-    /// `SEGFORMER_FUSED=0`): attention scores and full-resolution logits are kept.
+    /// burn's op-by-op composition with segformer's recomputing attention and loss (burn-cuda;
+    /// also the CPU with `SEGFORMER_FUSED=0`): attention scores and full-resolution logits are
+    /// recomputed in bounded chunks in the backward pass, never kept.
+    Recompute,
+    /// burn's plain op-by-op composition (`SEGFORMER_RECOMPUTE=0`, for comparison):
+    /// attention scores and full-resolution logits are kept.
     Composed,
 }
 
 impl Kernels {
     /// The kernels a training device runs: fused on the CPU (unless `SEGFORMER_FUSED=0`),
-    /// composed elsewhere.
+    /// else burn's ops with the recomputing attention and loss (unless `SEGFORMER_RECOMPUTE=0`).
     pub fn for_device(device: crate::Device) -> Self {
         match device {
             crate::Device::Cpu if segformer::fused_kernels_enabled() => Kernels::Fused,
+            _ if segformer::recompute_enabled() => Kernels::Recompute,
             _ => Kernels::Composed,
         }
     }
@@ -78,6 +86,25 @@ pub struct PlanInputTemplate<'a> {
     pub checkpointing: bool,
     /// Fused CPU kernels or burn's composition (see [`Kernels::for_device`]).
     pub kernels: Kernels,
+}
+
+impl PlanInputTemplate<'_> {
+    /// The plan input for a micro-batch of `batch`.
+    pub fn at(&self, batch: usize) -> PlanInput<'_> {
+        self.mode(batch, self.precision, self.checkpointing)
+    }
+
+    fn mode(&self, batch: usize, precision: Precision, checkpointing: bool) -> PlanInput<'_> {
+        PlanInput {
+            config: self.config,
+            height: self.height,
+            width: self.width,
+            batch,
+            precision,
+            checkpointing,
+            kernels: self.kernels,
+        }
+    }
 }
 
 /// Activation bytes of one encoder stage (attention scores are counted separately).
@@ -188,11 +215,16 @@ struct Factors {
     /// tensor is alive at once, above 1 when ops keep temporaries the mix does not count.
     scale: f64,
     /// Bytes per attention score (composed: f32 scores + softmax output + its gradient = 12 B
-    /// without checkpointing, 8 B with it (measured); fused: none, the scores are recomputed).
+    /// without checkpointing, 8 B with it (measured); fused and recompute: none, the scores are
+    /// recomputed).
     attention: f64,
     /// Bytes per full-resolution logit (composed: upsampled logits, log-softmax output, its
-    /// gradient; fused: none).
+    /// gradient; recompute: the logits upsampled along the width and their gradient, each a
+    /// quarter of the full resolution; fused: none).
     logits: f64,
+    /// Bytes per element of one band of the recomputing loss (its upsampled logits, softmax,
+    /// one-hot and gradient; [`segformer::RECOMPUTE_CHUNK_ELEMENTS`] elements at most).
+    band: f64,
     /// Bytes per quarter-resolution logit beyond the decode head's (fused: the classifier
     /// output and its gradient when they outlive the decoder's peak).
     quarter_logits: f64,
@@ -249,9 +281,10 @@ const FUSED: Mix = Mix {
 };
 
 // Calibrated with `examples/bench_memory.rs` on MiT-B0 (256² and 512², batch 1–4, 2 and 150
-// labels, least squares per mode on the measured heap peaks); see BENCH-memory.md for the check against every measured
-// point, held-out ones included. The composed factors were measured on burn-flex with
-// `SEGFORMER_FUSED=0` (burn's op-by-op graph, as burn-cuda runs it).
+// labels, least squares per mode on the measured heap peaks, relative errors); see
+// BENCH-memory.md for the check against every measured point, held-out ones included. The
+// recompute and composed factors were measured on burn-flex with `SEGFORMER_FUSED=0` (burn's
+// op-by-op graph, as burn-cuda runs it), the composed ones also with `SEGFORMER_RECOMPUTE=0`.
 fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Factors {
     let half = precision != Precision::F32;
     // bf16: the weight copies the graph keeps for the bf16 matmuls
@@ -261,17 +294,25 @@ fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Facto
         scale,
         attention,
         logits,
+        band: 0.0,
         quarter_logits: 0.0,
         pixel: 0.0,
         gradients,
         workspace,
         step,
     };
+    // burn's composition with the recomputing attention (no scores kept) and loss (the logits
+    // upsampled along the width, their gradient, and one band at a time).
+    let recompute = |scale, logits, band, gradients, step| Factors {
+        band,
+        ..composed(scale, 0.0, logits, gradients, step)
+    };
     let fused = |scale, quarter_logits, gradients, step| Factors {
         mix: FUSED,
         scale,
         attention: 0.0,
         logits: 0.0,
+        band: 0.0,
         quarter_logits,
         pixel: 4.0,
         gradients,
@@ -279,6 +320,10 @@ fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Facto
         step,
     };
     match (kernels, half, checkpointing) {
+        (Kernels::Recompute, false, false) => recompute(0.588, 2.82, 13.24, 0.63, 17.70),
+        (Kernels::Recompute, true, false) => recompute(0.587, 1.87, 13.16, 0.71, 17.23),
+        (Kernels::Recompute, false, true) => recompute(0.351, 2.74, 12.97, 0.64, 17.71),
+        (Kernels::Recompute, true, true) => recompute(0.467, 1.61, 12.20, 0.87, 17.23),
         (Kernels::Composed, false, false) => composed(0.589, 12.0, 16.06, 0.69, 17.70),
         (Kernels::Composed, true, false) => composed(0.587, 12.0, 15.10, 0.73, 17.23),
         (Kernels::Composed, false, true) => composed(0.352, 8.0, 15.54, 0.70, 17.71),
@@ -368,7 +413,9 @@ impl MemoryPlan {
             optimizer: 8 * p as u64,
             stages,
             decoder: decoder as u64,
-            logits: (b * labels * (k.logits * pixels + k.quarter_logits * n0 as f64)) as u64,
+            logits: (b * labels * (k.logits * pixels + k.quarter_logits * n0 as f64)
+                + k.band * (b * labels * pixels).min(segformer::RECOMPUTE_CHUNK_ELEMENTS as f64))
+                as u64,
             // f32 images and i64 labels (and the fused loss's class map)
             inputs: (b * pixels * (4.0 * c.num_channels as f64 + 8.0 + k.pixel)) as u64,
             workspace: (k.workspace * p as f64) as u64,
@@ -415,7 +462,7 @@ impl FitChoice {
 }
 
 /// `3.1 GiB`, `512 MiB`: one decimal, trailing `.0` dropped.
-fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     let (v, unit) = if bytes as f64 >= GIB {
         (bytes as f64 / GIB, "GiB")
     } else {
@@ -455,15 +502,7 @@ pub fn fit_budget(
         }
     }
     let predict = |batch, (precision, checkpointing)| {
-        MemoryPlan::predict(&PlanInput {
-            config: template.config,
-            height: template.height,
-            width: template.width,
-            batch,
-            precision,
-            checkpointing,
-            kernels: template.kernels,
-        })
+        MemoryPlan::predict(&template.mode(batch, precision, checkpointing))
     };
     for &mode in &modes {
         for micro in (1..=effective_batch).rev() {
@@ -504,7 +543,7 @@ pub fn fit_budget(
     ))
 }
 
-fn precision_name(p: Precision) -> &'static str {
+pub(crate) fn precision_name(p: Precision) -> &'static str {
     match p {
         Precision::F32 => "f32",
         Precision::Bf16 => "bf16",

@@ -194,6 +194,17 @@ fn prediction_grows_with_batch_size_and_labels() {
     assert!(composed.logits >= 150 * 512 * 512 * 4, "{composed}");
     assert!(composed.stages[0].attention > 0 && e.stages[0].attention == 0);
     assert!(composed.peak_bytes() > e.peak_bytes());
+    // With segformer's recomputing attention and loss (what burn-cuda runs) neither is kept:
+    // the loss holds the logits upsampled along the width and their gradient (a quarter of the
+    // full resolution each) and one band of 4 Mi logits: about a quarter of burn's 16 B per
+    // full-resolution logit here.
+    let recompute = at_512(Kernels::Recompute);
+    assert!(
+        recompute.stages.iter().all(|s| s.attention == 0),
+        "{recompute}"
+    );
+    assert!(recompute.logits < composed.logits / 3, "{recompute}");
+    assert!(recompute.peak_bytes() < composed.peak_bytes());
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(json["stages"].as_array().unwrap().len(), 4);
 }
@@ -251,7 +262,7 @@ fn fit_falls_back_to_bf16_then_checkpointing_then_both() {
     // Composed kernels (CUDA) gain from every fallback; with the fused ones bf16 and
     // checkpointing save nothing, so only the f32 mode is ever chosen there.
     let mut fallbacks_taken = 0;
-    for kernels in [Kernels::Composed, Kernels::Fused] {
+    for kernels in [Kernels::Composed, Kernels::Recompute, Kernels::Fused] {
         let t = template_for(kernels, &config, 512);
         let p = |precision, ckpt| predicted_for(kernels, 512, 1, precision, ckpt);
         let order = [

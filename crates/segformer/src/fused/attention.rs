@@ -11,9 +11,13 @@ use rayon::prelude::*;
 use super::gemm::{View, matmul};
 use super::math::{exp, lanes_dot, lanes_max, lanes_sum, multiversion};
 use super::{FusedOp, apply, dims, flex, primitive, route, sum_in_order, tensor, values};
+use crate::layers::Compute;
 
 /// `softmax(Q·Kᵀ/√d)·V` per head, heads interleaved in the channel dimension
-/// (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`).
+/// (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`): the fused kernel on burn-flex
+/// f32, else [`crate::recompute::attention`] (scores recomputed in backward, on any backend
+/// it serves), else burn's composition. The matmuls run in `compute` where set (autocast;
+/// the fused kernel is f32 throughout).
 ///
 /// # Shapes
 /// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
@@ -23,15 +27,22 @@ pub(crate) fn attention<B: Backend>(
     key: Tensor<B, 3>,
     value: Tensor<B, 3>,
     heads: usize,
+    compute: Compute,
 ) -> Tensor<B, 3> {
-    match route::<B>(&[query.dtype(), key.dtype(), value.dtype()]) {
-        Some(route) => tensor(apply::<B, _, 3>(
+    if let Some(route) = route::<B>(&[query.dtype(), key.dtype(), value.dtype()]) {
+        return tensor(apply::<B, _, 3>(
             route,
             &AttentionOp { heads },
             [primitive(query), primitive(key), primitive(value)],
-        )),
-        None => attention_generic(query, key, value, heads),
+        ));
     }
+    if crate::recompute::enabled() {
+        let (q, k, v) = (query.clone(), key.clone(), value.clone());
+        if let Some(out) = crate::recompute::attention(q, k, v, heads, compute.0) {
+            return out;
+        }
+    }
+    attention_generic(query, key, value, heads, compute)
 }
 
 /// The same attention composed from burn ops (any backend).
@@ -40,6 +51,7 @@ pub(crate) fn attention_generic<B: Backend>(
     key: Tensor<B, 3>,
     value: Tensor<B, 3>,
     heads: usize,
+    compute: Compute,
 ) -> Tensor<B, 3> {
     let [batch, seq, channels] = query.dims();
     let d = channels / heads;
@@ -48,9 +60,9 @@ pub(crate) fn attention_generic<B: Backend>(
         let n = t.dims()[1];
         t.reshape([batch, n, heads, d]).swap_dims(1, 2)
     };
-    let scores = split(query).matmul(split(key).swap_dims(2, 3)) / (d as f64).sqrt();
-    softmax(scores, 3)
-        .matmul(split(value))
+    let scores = compute.matmul(split(query), split(key).swap_dims(2, 3)) / (d as f64).sqrt();
+    compute
+        .matmul(softmax(scores, 3), split(value))
         .swap_dims(1, 2)
         .reshape([batch, seq, channels])
 }

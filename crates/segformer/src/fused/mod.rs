@@ -48,7 +48,9 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
 
 pub(crate) use attention::attention;
-pub(crate) use decode::upsample_sum_bn_relu;
+#[cfg(test)]
+pub(crate) use attention::attention_generic;
+pub(crate) use decode::{taps, upsample_sum_bn_relu};
 pub(crate) use dwconv::dwconv3x3_act;
 pub(crate) use layer_norm::layer_norm;
 pub(crate) use linear::linear;
@@ -110,7 +112,7 @@ pub(crate) trait FusedOp<const N: usize>: Clone + Send + Sync + Debug + 'static 
 }
 
 /// Moves a value between two types known (by [`route`]) to be the same.
-fn same<T: 'static, U: 'static>(value: T) -> U {
+pub(crate) fn same<T: 'static, U: 'static>(value: T) -> U {
     *(Box::new(value) as Box<dyn Any>)
         .downcast::<U>()
         .expect("fused route checked the backend type")

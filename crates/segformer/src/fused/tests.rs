@@ -13,6 +13,7 @@ use super::attention::attention_generic;
 use super::dwconv::dwconv3x3_act_generic;
 use super::*;
 use crate::config::Activation;
+use crate::layers::Compute;
 use crate::layers::{ConvSpec, conv2d, layer_norm as new_layer_norm, linear as new_linear};
 
 type A = Autodiff<Flex>;
@@ -145,10 +146,22 @@ fn attention_case<B: burn::tensor::backend::AutodiffBackend>(heads: usize, n: us
     let v = random::<B, 3>([2, m, 8 * heads], 9);
     let inputs = [q, k, v];
     let (fo, fg) = forward_backward(&inputs, |t| {
-        attention(t[0].clone(), t[1].clone(), t[2].clone(), heads)
+        attention(
+            t[0].clone(),
+            t[1].clone(),
+            t[2].clone(),
+            heads,
+            Compute::default(),
+        )
     });
     let (go, gg) = forward_backward(&inputs, |t| {
-        attention_generic(t[0].clone(), t[1].clone(), t[2].clone(), heads)
+        attention_generic(
+            t[0].clone(),
+            t[1].clone(),
+            t[2].clone(),
+            heads,
+            Compute::default(),
+        )
     });
     assert_close("out", fo, go, 1e-5);
     for (name, (f, g)) in ["dq", "dk", "dv"].into_iter().zip(fg.into_iter().zip(gg)) {
@@ -233,8 +246,8 @@ fn inference_route_matches_the_composition() {
     let k = random::<Flex, 3>([1, 17, 32], 13);
     let v = random::<Flex, 3>([1, 17, 32], 14);
     assert_eq!(route::<Flex>(&[q.dtype()]), Some(Route::Inference));
-    let f = attention(q.clone(), k.clone(), v.clone(), 2);
-    let g = attention_generic(q, k, v, 2);
+    let f = attention(q.clone(), k.clone(), v.clone(), 2, Compute::default());
+    let g = attention_generic(q, k, v, 2, Compute::default());
     assert_close("out", f, g, 1e-5);
 }
 

@@ -1,0 +1,167 @@
+//! Each recomputing op against burn's composition of the same maths: outputs and the
+//! gradients of every input, on `Autodiff<Flex>` with and without activation checkpointing,
+//! in f32 and under bf16 autocast, with more rows than one chunk.
+
+use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Distribution, ElementConversion, FloatDType, Int, Tensor, TensorData};
+
+use super::{
+    attention, attention_in_chunks, upsample_cross_entropy, upsample_cross_entropy_in_bands,
+};
+use crate::fused::attention_generic;
+use crate::layers::Compute;
+
+type A = Autodiff<Flex>;
+type AC = Autodiff<Flex, BalancedCheckpointing>;
+
+fn random<B: Backend, const D: usize>(shape: [usize; D], seed: u64) -> Tensor<B, D> {
+    B::seed(&Default::default(), seed);
+    Tensor::random(shape, Distribution::Normal(0.0, 1.0), &Default::default())
+}
+
+/// Largest |a − b| over the largest |b|, at most `tol`.
+fn assert_close<B: Backend, const D: usize>(
+    what: &str,
+    a: Tensor<B, D>,
+    b: Tensor<B, D>,
+    tol: f32,
+) {
+    assert_eq!(a.dims(), b.dims(), "{what}: shapes");
+    let scale = b.clone().abs().max().into_scalar().elem::<f32>().max(1e-6);
+    let e = (a - b).abs().max().into_scalar().elem::<f32>() / scale;
+    assert!(e <= tol, "{what}: relative error {e:e} > {tol:e}");
+}
+
+/// The output of `f` on fresh tracked copies of `inputs` and the gradient of every input,
+/// the output reduced with fixed random weights.
+fn forward_backward<B: AutodiffBackend, const D: usize, const O: usize>(
+    inputs: &[Tensor<B, D>],
+    f: impl Fn(&[Tensor<B, D>]) -> Tensor<B, O>,
+) -> (Tensor<B::InnerBackend, O>, Vec<Tensor<B::InnerBackend, D>>) {
+    let tracked: Vec<_> = inputs
+        .iter()
+        .map(|t| t.clone().detach().require_grad())
+        .collect();
+    let out = f(&tracked);
+    let weights = random::<B, O>(out.dims(), 99);
+    let grads = (out.clone() * weights).sum().backward();
+    let input_grads = tracked
+        .iter()
+        .map(|t| t.grad(&grads).expect("input gradient"))
+        .collect();
+    (out.inner(), input_grads)
+}
+
+/// Attention on `[2, n, 8·heads]` queries and `[2, m, 8·heads]` keys, blocks of `chunk` scores.
+fn attention_case<B: AutodiffBackend>(
+    heads: usize,
+    [n, m]: [usize; 2],
+    compute: Compute,
+    chunk: usize,
+    tol: f32,
+) {
+    let q = random::<B, 3>([2, n, 8 * heads], 7);
+    let k = random::<B, 3>([2, m, 8 * heads], 8) * 2.0;
+    let v = random::<B, 3>([2, m, 8 * heads], 9);
+    let inputs = [q, k, v];
+    let (ro, rg) = forward_backward(&inputs, |t| {
+        let (q, k, v) = (t[0].clone(), t[1].clone(), t[2].clone());
+        attention_in_chunks(q, k, v, heads, compute.0, chunk)
+            .expect("a recompute route for this backend")
+    });
+    let (go, gg) = forward_backward(&inputs, |t| {
+        attention_generic(t[0].clone(), t[1].clone(), t[2].clone(), heads, compute)
+    });
+    assert_close("out", ro, go, tol);
+    for (name, (r, g)) in ["dq", "dk", "dv"].into_iter().zip(rg.into_iter().zip(gg)) {
+        assert_close(name, r, g, 10.0 * tol);
+    }
+}
+
+#[test]
+fn attention_matches_the_composition_across_chunks() {
+    // 2 images × 2 heads × 37 keys: blocks of 13 query rows, the last one shorter.
+    attention_case::<A>(2, [100, 37], Compute::default(), 2 * 2 * 37 * 13, 1e-5);
+    // One block (the default size).
+    attention_case::<A>(1, [64, 64], Compute::default(), super::CHUNK_ELEMENTS, 1e-5);
+}
+
+#[test]
+fn attention_with_activation_checkpointing() {
+    attention_case::<AC>(3, [300, 20], Compute::default(), 2 * 3 * 20 * 50, 1e-5);
+}
+
+#[test]
+fn attention_under_bf16_autocast_matches_the_composition() {
+    // Both sides round the same matmul inputs to bf16; what differs is only the order of the
+    // f32 accumulations inside the matmuls.
+    let bf16 = Compute(Some(FloatDType::BF16));
+    attention_case::<A>(2, [300, 40], bf16, 2 * 2 * 40 * 70, 2e-2);
+}
+
+#[test]
+fn attention_without_autodiff_runs_the_chunked_forward() {
+    let q = random::<Flex, 3>([1, 130, 32], 12);
+    let k = random::<Flex, 3>([1, 17, 32], 13);
+    let v = random::<Flex, 3>([1, 17, 32], 14);
+    let r = attention(q.clone(), k.clone(), v.clone(), 2, None).expect("inference route");
+    let g = attention_generic(q, k, v, 2, Compute::default());
+    assert_close("out", r, g, 1e-5);
+}
+
+fn labels(size: [usize; 2], batch: usize) -> Vec<i64> {
+    // Every class, the ignore index and out-of-range labels (both signs).
+    (0..batch * size[0] * size[1])
+        .map(|i| [0, 1, 2, 3, 4, 255, 7, 1, -1][(i * 7 + i / 3) % 9])
+        .collect()
+}
+
+/// The loss of 5-class `[2, 5, logit_size]` logits against `[2, label_size]` labels, bands of
+/// `rows` label rows.
+fn cross_entropy_case<B: AutodiffBackend>(
+    logit_size: [usize; 2],
+    label_size: [usize; 2],
+    rows: usize,
+) {
+    let classes = 5;
+    let logits = random::<B, 4>([2, classes, logit_size[0], logit_size[1]], 60) * 3.0;
+    let labels = Tensor::<B, 3, Int>::from_data(
+        TensorData::new(labels(label_size, 2), [2, label_size[0], label_size[1]]),
+        &Default::default(),
+    );
+    let (ro, rg) = forward_backward::<B, 4, 1>(&[logits.clone()], |t| {
+        let chunk = 2 * classes * label_size[1] * rows;
+        upsample_cross_entropy_in_bands(&t[0], &labels, 255, chunk).expect("a recompute route")
+    });
+    let (go, gg) = forward_backward::<B, 4, 1>(&[logits], |t| {
+        let up = crate::model::resize_bilinear(t[0].clone(), label_size);
+        crate::loss::cross_entropy(up, labels.clone(), 255)
+    });
+    assert_close("loss", ro, go, 1e-5);
+    assert_close("dlogits", rg[0].clone(), gg[0].clone(), 1e-4);
+}
+
+#[test]
+fn cross_entropy_matches_upsample_then_loss() {
+    // One band.
+    cross_entropy_case::<A>([7, 6], [28, 24], 28);
+    cross_entropy_case::<A>([6, 4], [6, 4], 6);
+    // Bands of 5 rows, the last one shorter; at 4× and odd ratios neighbouring bands share
+    // source rows.
+    cross_entropy_case::<A>([7, 6], [28, 24], 5);
+    cross_entropy_case::<A>([5, 5], [17, 23], 5);
+    cross_entropy_case::<AC>([7, 6], [28, 24], 3);
+}
+
+#[test]
+fn cross_entropy_of_all_ignored_pixels_is_zero() {
+    let logits = random::<A, 4>([1, 3, 2, 2], 1).require_grad();
+    let labels = Tensor::<A, 3, Int>::full([1, 8, 8], 255, &Default::default());
+    let loss = upsample_cross_entropy(&logits, &labels, 255).unwrap();
+    assert_eq!(loss.clone().into_scalar(), 0.0);
+    let grads = loss.backward();
+    let g = logits.grad(&grads).unwrap();
+    assert_eq!(g.abs().max().into_scalar(), 0.0);
+}
