@@ -28,6 +28,8 @@ mod layers;
 mod loss;
 mod model;
 mod recompute;
+#[cfg(test)]
+mod test_support;
 mod weights;
 
 pub use config::{ConfigError, SegformerConfig};

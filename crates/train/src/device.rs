@@ -232,8 +232,9 @@ mod tests {
         assert!(e.contains("tpu") && e.contains("cuda:N"), "{e}");
     }
 
-    #[test]
-    fn memory_budget_rewrites_batch_and_accumulation() {
+    /// A synthetic dataset on disk and a config training MiT-B0 on it, with `data` and
+    /// `train` lines added; the directory lives as long as the returned guard.
+    fn synthetic_config(data: &str, train: &str) -> (tempfile::TempDir, String) {
         let dir = tempfile::tempdir().unwrap();
         let opts = tiles::SyntheticOptions {
             count: 4,
@@ -243,8 +244,17 @@ mod tests {
         };
         tiles::prepare_synthetic(&opts).unwrap();
         let text = format!(
-            "[model]\npreset = \"mit-b0\"\n[data]\nroot = {:?}\nsize = [512, 512]\n[train]\nbatch_size = 8\n[memory]\nbudget = \"1GiB\"\n",
+            "[model]\npreset = \"mit-b0\"\n[data]\nroot = {:?}\n{data}\n[train]\n{train}\n",
             dir.path().to_str().unwrap()
+        );
+        (dir, text)
+    }
+
+    #[test]
+    fn memory_budget_rewrites_batch_and_accumulation() {
+        let (_dir, text) = synthetic_config(
+            "size = [512, 512]",
+            "batch_size = 8\n[memory]\nbudget = \"1GiB\"",
         );
         let mut cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
         let reason = fit_memory(&mut cfg, Device::Cpu)
@@ -257,8 +267,8 @@ mod tests {
         );
         assert!(cfg.train.batch_size < 8, "{reason}");
         assert!(reason.contains("1 GiB"), "{reason}");
-        // burn-cuda runs the composed ops, which keep attention scores and full-resolution
-        // logits: the same budget holds fewer images per micro-batch there.
+        // burn-cuda runs burn's composed ops (with the recomputing attention and loss), which
+        // keep more than the fused CPU kernels: the same budget holds fewer images there.
         let mut on_gpu = TrainConfig::from_toml_str(&text, &[]).unwrap();
         let gpu_reason = fit_memory(&mut on_gpu, Device::Cuda(0)).unwrap().unwrap();
         assert_eq!(on_gpu.train.batch_size * on_gpu.train.accumulation_steps, 8);
@@ -273,17 +283,9 @@ mod tests {
 
     #[test]
     fn out_of_memory_reports_the_prediction_and_the_next_option() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = tiles::SyntheticOptions {
-            count: 4,
-            size: 32,
-            out: dir.path().to_path_buf(),
-            ..Default::default()
-        };
-        tiles::prepare_synthetic(&opts).unwrap();
-        let text = format!(
-            "[model]\npreset = \"mit-b0\"\n[data]\nroot = {:?}\nsize = [1024, 1024]\n[train]\nbatch_size = 4\naccumulation_steps = 2\n",
-            dir.path().to_str().unwrap()
+        let (_dir, text) = synthetic_config(
+            "size = [1024, 1024]",
+            "batch_size = 4\naccumulation_steps = 2",
         );
         let cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
         // The shape of cubecl's `LaunchError::OutOfMemory` as burn-cuda panics with it.

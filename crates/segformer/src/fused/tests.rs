@@ -7,7 +7,7 @@ use burn::module::{Param, ParamId};
 use burn::nn::conv::Conv2d;
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Distribution, ElementConversion, Tensor};
+use burn::tensor::{ElementConversion, Tensor};
 
 use super::attention::attention_generic;
 use super::dwconv::dwconv3x3_act_generic;
@@ -15,55 +15,14 @@ use super::*;
 use crate::config::Activation;
 use crate::layers::Compute;
 use crate::layers::{ConvSpec, conv2d, layer_norm as new_layer_norm, linear as new_linear};
+use crate::test_support::{assert_close, forward_backward, random};
 
 type A = Autodiff<Flex>;
 type AC = Autodiff<Flex, BalancedCheckpointing>;
 
-fn random<B: Backend, const D: usize>(shape: [usize; D], seed: u64) -> Tensor<B, D> {
-    B::seed(&Default::default(), seed);
-    Tensor::random(shape, Distribution::Normal(0.0, 1.0), &Default::default())
-}
-
 /// A parameter that stays attached to the graph its tensor came from.
 fn attached<B: Backend, const D: usize>(t: Tensor<B, D>) -> Param<Tensor<B, D>> {
     Param::initialized(ParamId::new(), t)
-}
-
-/// Largest |a − b| relative to the largest |b|.
-fn rel_err<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
-    assert_eq!(a.dims(), b.dims());
-    let scale = b.clone().abs().max().into_scalar().elem::<f32>().max(1e-6);
-    (a - b).abs().max().into_scalar().elem::<f32>() / scale
-}
-
-fn assert_close<B: Backend, const D: usize>(
-    what: &str,
-    a: Tensor<B, D>,
-    b: Tensor<B, D>,
-    tol: f32,
-) {
-    let e = rel_err(a, b);
-    assert!(e <= tol, "{what}: relative error {e:e} > {tol:e}");
-}
-
-/// Runs `f` on fresh tracked copies of `inputs`, reduces the output with fixed random weights,
-/// and returns the output and the gradient of every input.
-fn forward_backward<B: burn::tensor::backend::AutodiffBackend, const D: usize, const O: usize>(
-    inputs: &[Tensor<B, D>],
-    f: impl Fn(&[Tensor<B, D>]) -> Tensor<B, O>,
-) -> (Tensor<B::InnerBackend, O>, Vec<Tensor<B::InnerBackend, D>>) {
-    let tracked: Vec<_> = inputs
-        .iter()
-        .map(|t| t.clone().detach().require_grad())
-        .collect();
-    let out = f(&tracked);
-    let weights = random::<B, O>(out.dims(), 99);
-    let grads = (out.clone() * weights).sum().backward();
-    let input_grads = tracked
-        .iter()
-        .map(|t| t.grad(&grads).expect("input gradient"))
-        .collect();
-    (out.inner(), input_grads)
 }
 
 #[test]

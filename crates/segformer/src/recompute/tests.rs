@@ -4,55 +4,18 @@
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Distribution, ElementConversion, FloatDType, Int, Tensor, TensorData};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
 use super::{
     attention, attention_in_chunks, upsample_cross_entropy, upsample_cross_entropy_in_bands,
 };
 use crate::fused::attention_generic;
 use crate::layers::Compute;
+use crate::test_support::{assert_close, forward_backward, random};
 
 type A = Autodiff<Flex>;
 type AC = Autodiff<Flex, BalancedCheckpointing>;
-
-fn random<B: Backend, const D: usize>(shape: [usize; D], seed: u64) -> Tensor<B, D> {
-    B::seed(&Default::default(), seed);
-    Tensor::random(shape, Distribution::Normal(0.0, 1.0), &Default::default())
-}
-
-/// Largest |a − b| over the largest |b|, at most `tol`.
-fn assert_close<B: Backend, const D: usize>(
-    what: &str,
-    a: Tensor<B, D>,
-    b: Tensor<B, D>,
-    tol: f32,
-) {
-    assert_eq!(a.dims(), b.dims(), "{what}: shapes");
-    let scale = b.clone().abs().max().into_scalar().elem::<f32>().max(1e-6);
-    let e = (a - b).abs().max().into_scalar().elem::<f32>() / scale;
-    assert!(e <= tol, "{what}: relative error {e:e} > {tol:e}");
-}
-
-/// The output of `f` on fresh tracked copies of `inputs` and the gradient of every input,
-/// the output reduced with fixed random weights.
-fn forward_backward<B: AutodiffBackend, const D: usize, const O: usize>(
-    inputs: &[Tensor<B, D>],
-    f: impl Fn(&[Tensor<B, D>]) -> Tensor<B, O>,
-) -> (Tensor<B::InnerBackend, O>, Vec<Tensor<B::InnerBackend, D>>) {
-    let tracked: Vec<_> = inputs
-        .iter()
-        .map(|t| t.clone().detach().require_grad())
-        .collect();
-    let out = f(&tracked);
-    let weights = random::<B, O>(out.dims(), 99);
-    let grads = (out.clone() * weights).sum().backward();
-    let input_grads = tracked
-        .iter()
-        .map(|t| t.grad(&grads).expect("input gradient"))
-        .collect();
-    (out.inner(), input_grads)
-}
 
 /// Attention on `[2, n, 8·heads]` queries and `[2, m, 8·heads]` keys, blocks of `chunk` scores.
 fn attention_case<B: AutodiffBackend>(

@@ -1,0 +1,66 @@
+//! Helpers of the op tests (`fused` and `recompute`): seeded inputs, relative error, one
+//! forward and backward pass with every input's gradient.
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Tensor, TensorData};
+
+/// A standard-normal tensor from a fixed seed, drawn from its own generator (splitmix64 and
+/// Box–Muller): the backend's global RNG is shared by tests running in parallel, so a seed
+/// set there does not make a test's inputs reproducible.
+pub(crate) fn random<B: Backend, const D: usize>(shape: [usize; D], seed: u64) -> Tensor<B, D> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    let mut uniform = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        // (0, 1]: never 0, so the logarithm below is finite.
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64 + f64::EPSILON
+    };
+    let n: usize = shape.iter().product();
+    let values: Vec<f32> = (0..n)
+        .map(|_| {
+            let (u, v) = (uniform().min(1.0), uniform());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+        })
+        .collect();
+    Tensor::from_data(TensorData::new(values, shape), &Default::default())
+}
+
+/// Largest |a − b| relative to the largest |b|.
+pub(crate) fn rel_err<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
+    assert_eq!(a.dims(), b.dims());
+    let scale = b.clone().abs().max().into_scalar().elem::<f32>().max(1e-6);
+    (a - b).abs().max().into_scalar().elem::<f32>() / scale
+}
+
+/// Panics with `what` when the [`rel_err`] of `a` against `b` exceeds `tol`.
+pub(crate) fn assert_close<B: Backend, const D: usize>(
+    what: &str,
+    a: Tensor<B, D>,
+    b: Tensor<B, D>,
+    tol: f32,
+) {
+    let e = rel_err(a, b);
+    assert!(e <= tol, "{what}: relative error {e:e} > {tol:e}");
+}
+
+/// Runs `f` on fresh tracked copies of `inputs`, reduces the output with fixed random weights,
+/// and returns the output and the gradient of every input.
+pub(crate) fn forward_backward<B: AutodiffBackend, const D: usize, const O: usize>(
+    inputs: &[Tensor<B, D>],
+    f: impl Fn(&[Tensor<B, D>]) -> Tensor<B, O>,
+) -> (Tensor<B::InnerBackend, O>, Vec<Tensor<B::InnerBackend, D>>) {
+    let tracked: Vec<_> = inputs
+        .iter()
+        .map(|t| t.clone().detach().require_grad())
+        .collect();
+    let out = f(&tracked);
+    let weights = random::<B, O>(out.dims(), 99);
+    let grads = (out.clone() * weights).sum().backward();
+    let input_grads = tracked
+        .iter()
+        .map(|t| t.grad(&grads).expect("input gradient"))
+        .collect();
+    (out.inner(), input_grads)
+}
