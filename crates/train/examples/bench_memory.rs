@@ -5,7 +5,12 @@
 //! cargo run --release -p train --example bench_memory -- [--json FILE] [--md FILE] [--replay FILE] [CASE…]
 //! cargo run --release -p train --example bench_memory -- --predict CASE…   (breakdown only, runs nothing)
 //! CASE = SIZE:BATCH:f32|bf16:ckpt|full:LABELS   e.g. 512:2:f32:full:2   (default: a 256/512 grid)
+//! cargo run --release -p train --features cuda --example bench_memory -- --cuda CASE…
 //! ```
+//! `--cuda` runs the steps on CUDA GPU 0 (burn-cuda) and reports CubeCL's device memory pool
+//! after the measured step: bytes reserved (the pool keeps what it reserved, so this bounds the
+//! step's peak from above; the figure to set beside `torch.cuda.max_memory_reserved`) and bytes
+//! still in use; the error column compares the prediction with the reserved bytes.
 //! Each case runs in a fresh child process (so neither the heap nor the RSS high-water mark
 //! carries over from another case): one warm-up step (it allocates the AdamW moments), then
 //! the peak live heap bytes (a counting global allocator, reset before the measured step) and
@@ -85,6 +90,9 @@ struct Case {
     /// burn's plain composition (`SEGFORMER_RECOMPUTE=0`; rows measured before they existed).
     #[serde(default)]
     recompute: bool,
+    /// On CUDA GPU 0 (burn-cuda) instead of the CPU.
+    #[serde(default)]
+    cuda: bool,
 }
 
 fn fused_default() -> bool {
@@ -113,10 +121,11 @@ impl Case {
             labels: p[4].parse().ok()?,
             fused: segformer::fused_kernels_enabled(),
             recompute: segformer::recompute_enabled(),
+            cuda: false,
         })
     }
     fn kernels(&self) -> Kernels {
-        match (self.fused, self.recompute) {
+        match (self.fused && !self.cuda, self.recompute) {
             (true, _) => Kernels::Fused,
             (false, true) => Kernels::Recompute,
             (false, false) => Kernels::Composed,
@@ -156,6 +165,11 @@ struct Measured {
     heap_peak: u64,
     heap_before: u64,
     rss_peak: u64,
+    /// CUDA: CubeCL's pool after the measured step, bytes reserved and bytes in use.
+    #[serde(default)]
+    device_reserved: Option<u64>,
+    #[serde(default)]
+    device_in_use: Option<u64>,
     step_s: f64,
 }
 
@@ -184,7 +198,12 @@ fn step<B: AutodiffBackend>(
     opt.step(6e-5, model, grads, 1.0).0
 }
 
-fn measure<B: AutodiffBackend>(case: &Case) -> Measured {
+/// One measured step on `B`'s default device; `device_memory` reads the device's memory pool
+/// (`(in use, reserved)`) after it, where there is one.
+fn measure<B: AutodiffBackend>(
+    case: &Case,
+    device_memory: &dyn Fn() -> Option<(u64, u64)>,
+) -> Measured {
     let device = Default::default();
     B::seed(&device, 0);
     let config = train::preset("mit-b0")
@@ -216,6 +235,8 @@ fn measure<B: AutodiffBackend>(case: &Case) -> Measured {
     let step_s = t.elapsed().as_secs_f64();
     let heap_peak = PEAK.load(Ordering::Relaxed) as u64;
     let rss_peak = vm_hwm();
+    let _ = B::sync(&device);
+    let pool = device_memory();
     drop(model);
     Measured {
         case: case.clone(),
@@ -223,12 +244,33 @@ fn measure<B: AutodiffBackend>(case: &Case) -> Measured {
         heap_before: before as u64,
         rss_peak,
         step_s,
+        device_reserved: pool.map(|p| p.1),
+        device_in_use: pool.map(|p| p.0),
     }
+}
+
+/// One measured step on CUDA GPU 0, with CubeCL's pool read after it.
+#[cfg(feature = "cuda")]
+fn measure_cuda(case: &Case) -> Measured {
+    use burn::backend::Cuda;
+    let pool = || train::cuda_memory(0);
+    if case.ckpt {
+        measure::<Autodiff<Cuda, BalancedCheckpointing>>(case, &pool)
+    } else {
+        measure::<Autodiff<Cuda>>(case, &pool)
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn measure_cuda(_: &Case) -> Measured {
+    eprintln!("--cuda needs a build with `--features cuda`");
+    std::process::exit(2)
 }
 
 fn child(case: &Case) -> Result<Measured, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new(exe)
+        .args(case.cuda.then_some("--cuda"))
         .args(["--one", &case.spec()])
         .output()
         .map_err(|e| e.to_string())?;
@@ -258,12 +300,19 @@ fn header() -> String {
     )
 }
 
+/// A table row. CUDA rows (kernels `cuda`) put CubeCL's reserved bytes in the heap column and
+/// the bytes still in use after the step in the RSS column.
 fn row(m: &Measured) -> (String, f64) {
     let p = m.case.predicted() as f64;
-    let err = 100.0 * (p - m.heap_peak as f64) / m.heap_peak as f64;
+    let (peak, second) = match (m.case.cuda, m.device_reserved, m.device_in_use) {
+        (true, Some(reserved), Some(in_use)) => (reserved, in_use),
+        _ => (m.heap_peak, m.rss_peak),
+    };
+    let err = 100.0 * (p - peak as f64) / peak as f64;
     let line = format!(
         "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
         match m.case.kernels() {
+            _ if m.case.cuda => "cuda",
             Kernels::Fused => "fused",
             Kernels::Recompute => "recompute",
             Kernels::Composed => "composed",
@@ -273,8 +322,8 @@ fn row(m: &Measured) -> (String, f64) {
         if m.case.bf16 { "bf16" } else { "f32" },
         if m.case.ckpt { "on" } else { "off" },
         m.case.labels,
-        m.heap_peak as f64 / MIB,
-        m.rss_peak as f64 / MIB,
+        peak as f64 / MIB,
+        second as f64 / MIB,
         p / MIB,
         err,
         m.step_s
@@ -297,6 +346,7 @@ fn default_grid() -> Vec<Case> {
                             labels,
                             fused: segformer::fused_kernels_enabled(),
                             recompute: segformer::recompute_enabled(),
+                            cuda: false,
                         });
                     }
                 }
@@ -309,14 +359,22 @@ fn default_grid() -> Vec<Case> {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut json, mut md, mut replay, mut cases) = (None, None, None, Vec::new());
+    let mut cuda = false;
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--cuda" => cuda = true,
             "--one" => {
                 let spec = args.next().expect("--one CASE");
-                let case = Case::parse(&spec).expect("valid case");
-                let m = match (case.ckpt, ()) {
-                    (true, ()) => measure::<Autodiff<Flex, BalancedCheckpointing>>(&case),
-                    (false, ()) => measure::<Autodiff<Flex>>(&case),
+                let case = Case {
+                    cuda,
+                    ..Case::parse(&spec).expect("valid case")
+                };
+                let m = if case.cuda {
+                    measure_cuda(&case)
+                } else if case.ckpt {
+                    measure::<Autodiff<Flex, BalancedCheckpointing>>(&case, &|| None)
+                } else {
+                    measure::<Autodiff<Flex>>(&case, &|| None)
                 };
                 println!("{}", serde_json::to_string(&m).unwrap());
                 return;
@@ -344,6 +402,9 @@ fn main() {
     };
     if replay.is_none() && cases.is_empty() {
         cases = default_grid();
+    }
+    for c in &mut cases {
+        c.cuda = cuda;
     }
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())

@@ -81,7 +81,7 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
                         .cloned()
                         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_default();
-                    match out_of_memory(&msg, cfg, device) {
+                    match out_of_memory(&msg, cfg, device, cuda_memory(index)) {
                         Some(e) => Err(e),
                         None => std::panic::resume_unwind(panic),
                     }
@@ -149,15 +149,30 @@ fn template<'a>(
     }
 }
 
+/// CubeCL's device memory pool on CUDA GPU `index` now: `(bytes in use, bytes reserved)`.
+/// The pool keeps what it has reserved, so after a step the reserved bytes bound the step's
+/// peak from above. `None` when the device cannot be queried.
+#[cfg(feature = "cuda")]
+pub fn cuda_memory(index: usize) -> Option<(u64, u64)> {
+    use cubecl::Runtime;
+    let device = burn::backend::cuda::CudaDevice::new(index);
+    let usage = cubecl::cuda::CudaRuntime::client(&device)
+        .memory_usage()
+        .ok()?;
+    Some((usage.bytes_in_use, usage.bytes_reserved))
+}
+
 /// The report for a run on `device` that failed with `message`, if the message is a backend's
-/// out-of-memory error: the backend's own words, the predicted peak of the micro-batch that
-/// failed, and the planner's next option (the largest configuration, at the same effective
-/// batch, predicted below the one that failed).
+/// out-of-memory error: the backend's own words, the device memory measured after the failure
+/// (`(in use, reserved)`, where known), the predicted peak of the micro-batch that failed, and
+/// the planner's next option (the largest configuration, at the same effective batch,
+/// predicted below the one that failed).
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn out_of_memory(
     message: &str,
     cfg: &TrainConfig,
     device: Device,
+    measured: Option<(u64, u64)>,
 ) -> Option<TrainError> {
     let lower = message.to_ascii_lowercase();
     if !(lower.contains("out of memory")
@@ -198,8 +213,16 @@ pub(crate) fn out_of_memory(
                 ),
                 Err(e) => format!("no smaller configuration is predicted to fit: {e}"),
             };
+            let measured = match measured {
+                Some((in_use, reserved)) => format!(
+                    "measured after the failure {} in use, {} reserved; ",
+                    crate::plan::human(in_use),
+                    crate::plan::human(reserved)
+                ),
+                None => String::new(),
+            };
             format!(
-                "predicted peak for this step {}; {next}",
+                "{measured}predicted peak for this step {}; {next}",
                 crate::plan::human(predicted)
             )
         }
@@ -291,7 +314,8 @@ mod tests {
         // The shape of cubecl's `LaunchError::OutOfMemory` as burn-cuda panics with it.
         let message = "An out-of-memory error happened during launch\nCaused by:\n  \
                        Unable to reserve 2147483648 bytes\nBacktrace\n   0: cubecl_runtime::...";
-        let e = out_of_memory(message, &cfg, Device::Cuda(1))
+        let measured = Some((7 << 30, 15 << 29));
+        let e = out_of_memory(message, &cfg, Device::Cuda(1), measured)
             .expect("an out-of-memory report")
             .to_string();
         assert!(
@@ -301,6 +325,10 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("Unable to reserve 2147483648 bytes"), "{e}");
+        assert!(
+            e.contains("measured after the failure 7 GiB in use, 7.5 GiB reserved"),
+            "{e}"
+        );
         assert!(
             !e.contains("cubecl_runtime::"),
             "the backtrace is left out: {e}"
@@ -323,7 +351,13 @@ mod tests {
         );
         // Other failures are not mistaken for it.
         assert!(
-            out_of_memory("index out of bounds: the len is 3", &cfg, Device::Cuda(0)).is_none()
+            out_of_memory(
+                "index out of bounds: the len is 3",
+                &cfg,
+                Device::Cuda(0),
+                None
+            )
+            .is_none()
         );
     }
 

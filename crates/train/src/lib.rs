@@ -35,6 +35,8 @@ mod trainer;
 pub use checkpoint::{TrainerState, load_trainer_state, save_checkpoint};
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
 pub use data::{Loader, SampleSource, epoch_order};
+#[cfg(feature = "cuda")]
+pub use device::cuda_memory;
 pub use device::{Device, fit_memory, run};
 pub use error::TrainError;
 pub use io::{replace_dir, write_atomic};
