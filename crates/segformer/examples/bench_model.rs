@@ -1,6 +1,6 @@
 //! Prints forward / train-step timings of a SegFormer on the CPU backend.
 //!
-//! `cargo run --release -p segformer --example bench -- [b0|b1|b2] [size] [batch] [iters]`
+//! `cargo run --release -p segformer --example bench_model -- [b0|b1|b2] [size] [batch] [iters]`
 
 use std::time::Instant;
 
