@@ -5,7 +5,9 @@
 //! and `[B, X, Y] → [B, Y, X]` transposes.
 //!
 //! Every op has two implementations:
-//! - the generic one, composed from burn tensor ops, for any backend (burn-cuda included);
+//! - the generic one, composed from burn tensor ops, for any backend (burn-cuda included;
+//!   for attention and the loss that is [`crate::recompute`]'s memory-saving autodiff step
+//!   where it serves the backend);
 //! - a fused one for `Flex` (inference) and `Autodiff<Flex, _>` (training, with or without
 //!   activation checkpointing), on f32 tensors, with a hand-written backward registered as a
 //!   custom autodiff step.
