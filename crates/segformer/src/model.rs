@@ -243,9 +243,9 @@ impl<B: Backend> Segformer<B> {
             if let Some(loss) = fused::upsample_cross_entropy(&logits, &labels, ignore) {
                 return loss;
             }
-            if crate::recompute::enabled()
-                && let Some(loss) =
-                    crate::recompute::upsample_cross_entropy(&logits, &labels, ignore)
+            let chunk = crate::recompute::CHUNK_ELEMENTS;
+            if let Some(loss) =
+                crate::recompute::upsample_cross_entropy(&logits, &labels, ignore, chunk)
             {
                 return loss;
             }

@@ -39,6 +39,16 @@ impl FromStr for Device {
     }
 }
 
+/// `cpu` or `cuda:N`, as [`FromStr`] reads it.
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
 impl Device {
     /// Whether this build can use the device at all.
     pub fn check_available(self) -> Result<(), TrainError> {
@@ -191,10 +201,8 @@ pub(crate) fn out_of_memory(
         .join(" ");
     let (batch, steps) = (cfg.train.batch_size, cfg.train.accumulation_steps);
     let what = format!(
-        "training on {} with a micro-batch of {batch} at {}x{}",
-        device_name(device),
-        cfg.data.size[0],
-        cfg.data.size[1]
+        "training on {device} with a micro-batch of {batch} at {}x{}",
+        cfg.data.size[0], cfg.data.size[1]
     );
     let advice = match planned_model(cfg) {
         Ok(model) => {
@@ -234,14 +242,6 @@ pub(crate) fn out_of_memory(
     })
 }
 
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn device_name(device: Device) -> String {
-    match device {
-        Device::Cpu => "cpu".into(),
-        Device::Cuda(i) => format!("cuda:{i}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +251,9 @@ mod tests {
         assert_eq!("cpu".parse::<Device>().unwrap(), Device::Cpu);
         assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
         assert_eq!("cuda:3".parse::<Device>().unwrap(), Device::Cuda(3));
+        for d in [Device::Cpu, Device::Cuda(3)] {
+            assert_eq!(d.to_string().parse::<Device>().unwrap(), d);
+        }
         let e = "tpu".parse::<Device>().unwrap_err().to_string();
         assert!(e.contains("tpu") && e.contains("cuda:N"), "{e}");
     }

@@ -223,7 +223,7 @@ struct Factors {
     /// quarter of the full resolution; fused: none).
     logits: f64,
     /// Bytes per element of one band of the recomputing loss (its upsampled logits, softmax,
-    /// one-hot and gradient; [`segformer::RECOMPUTE_CHUNK_ELEMENTS`] elements at most).
+    /// one-hot and gradient; [`segformer::loss_band_elements`] elements).
     band: f64,
     /// Bytes per quarter-resolution logit beyond the decode head's (fused: the classifier
     /// output and its gradient when they outlive the decoder's peak).
@@ -414,8 +414,13 @@ impl MemoryPlan {
             stages,
             decoder: decoder as u64,
             logits: (b * labels * (k.logits * pixels + k.quarter_logits * n0 as f64)
-                + k.band * (b * labels * pixels).min(segformer::RECOMPUTE_CHUNK_ELEMENTS as f64))
-                as u64,
+                + k.band
+                    * segformer::loss_band_elements(
+                        b as usize,
+                        c.num_labels(),
+                        input.height,
+                        input.width,
+                    ) as f64) as u64,
             // f32 images and i64 labels (and the fused loss's class map)
             inputs: (b * pixels * (4.0 * c.num_channels as f64 + 8.0 + k.pixel)) as u64,
             workspace: (k.workspace * p as f64) as u64,

@@ -1,141 +1,17 @@
 //! The memory planner against real training steps (a counting global allocator measures the
 //! peak live heap of this test binary), plus the budget fitting and size parsing rules.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
-use burn::optim::GradientsParams;
-use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Distribution, FloatDType, Int, Tensor};
+use common::{check, measured_peak, predicted_for, serial};
 use train::{
-    AdamW, AdamWConfig, Kernels, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
-    parse_bytes,
+    Kernels, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes,
 };
-
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call goes to `System` unchanged; only counters are added.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            if new >= l.size() {
-                grew(new - l.size());
-            } else {
-                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
-            }
-        }
-        q
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// One test at a time: the counters are process-wide, so a measurement must not see another
-/// test's allocations (a panicking test's backtrace alone allocates ~90 MiB).
-static MEASURING: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    MEASURING.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Peak live heap bytes of the second of two real training steps (the first allocates the
-/// AdamW moments), everything the process holds included, like the prediction.
-fn measured_peak<B: AutodiffBackend>(size: usize, batch: usize, bf16: bool) -> u64 {
-    // What the process already holds is not part of training: the harness, and e.g. the
-    // symbol cache a panicking test's backtrace leaves behind (~90 MiB with RUST_BACKTRACE).
-    let baseline = LIVE.load(Ordering::Relaxed);
-    let device = Default::default();
-    B::seed(&device, 0);
-    let config = train::preset("mit-b0").unwrap().with_num_labels(2);
-    let mut model = config
-        .init::<B>(&device)
-        .unwrap()
-        .with_compute_dtype(bf16.then_some(FloatDType::BF16));
-    let x = Tensor::<B, 4>::random(
-        [batch, 3, size, size],
-        Distribution::Normal(0.0, 1.0),
-        &device,
-    );
-    let y = Tensor::<B, 3, Int>::random(
-        [batch, size, size],
-        Distribution::Uniform(0.0, 2.0),
-        &device,
-    );
-    let mut opt = AdamW::<B>::new(AdamWConfig::default());
-    let mut peak = 0;
-    for i in 0..2 {
-        if i == 1 {
-            PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        let loss = model.loss(model.forward(x.clone()), y.clone());
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = opt.step(6e-5, model, grads, 1.0).0;
-        peak = PEAK.load(Ordering::Relaxed);
-    }
-    peak.saturating_sub(baseline) as u64
-}
 
 fn predicted(size: usize, batch: usize, precision: Precision, checkpointing: bool) -> u64 {
     predicted_for(Kernels::Fused, size, batch, precision, checkpointing)
-}
-
-fn predicted_for(
-    kernels: Kernels,
-    size: usize,
-    batch: usize,
-    precision: Precision,
-    checkpointing: bool,
-) -> u64 {
-    let config = train::preset("mit-b0").unwrap().with_num_labels(2);
-    MemoryPlan::predict(&PlanInput {
-        kernels,
-        config: &config,
-        height: size,
-        width: size,
-        batch,
-        precision,
-        checkpointing,
-    })
-    .peak_bytes()
-}
-
-fn check(measured: u64, predicted: u64, what: &str) {
-    let err = (predicted as f64 - measured as f64) / measured as f64;
-    assert!(
-        err.abs() <= 0.10,
-        "{what}: predicted {predicted} B vs measured {measured} B ({:+.1}%)",
-        100.0 * err
-    );
 }
 
 #[test]

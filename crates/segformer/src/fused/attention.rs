@@ -36,13 +36,10 @@ pub(crate) fn attention<B: Backend>(
             [primitive(query), primitive(key), primitive(value)],
         ));
     }
-    if crate::recompute::enabled() {
-        let (q, k, v) = (query.clone(), key.clone(), value.clone());
-        if let Some(out) = crate::recompute::attention(q, k, v, heads, compute.0) {
-            return out;
-        }
-    }
-    attention_generic(query, key, value, heads, compute)
+    let (q, k, v) = (query.clone(), key.clone(), value.clone());
+    let chunk = crate::recompute::CHUNK_ELEMENTS;
+    crate::recompute::attention(q, k, v, heads, compute.0, chunk)
+        .unwrap_or_else(|| attention_generic(query, key, value, heads, compute))
 }
 
 /// The same attention composed from burn ops (any backend).

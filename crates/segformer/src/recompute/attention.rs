@@ -6,28 +6,18 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{FloatDType, Tensor};
 
-use super::{CHUNK_ELEMENTS, RecomputeOp, apply, chunks};
+use super::{RecomputeOp, apply, chunks};
 use crate::fused::{primitive, tensor};
 
 /// `softmax(Q·Kᵀ/√d)·V` per head (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`),
-/// with the matmuls in `compute` where set (autocast: softmax stays in the inputs' dtype), or
-/// `None` where no route serves `B` (see the module docs).
+/// in blocks of query rows holding about `chunk` scores each ([`super::CHUNK_ELEMENTS`]), with
+/// the matmuls in `compute` where set (autocast: softmax stays in the inputs' dtype), or `None`
+/// where no route serves `B` (see the module docs).
 ///
 /// # Shapes
 /// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
 /// - output: `[batch, N, C]`
 pub(crate) fn attention<B: Backend>(
-    query: Tensor<B, 3>,
-    key: Tensor<B, 3>,
-    value: Tensor<B, 3>,
-    heads: usize,
-    compute: Option<FloatDType>,
-) -> Option<Tensor<B, 3>> {
-    attention_in_chunks(query, key, value, heads, compute, CHUNK_ELEMENTS)
-}
-
-/// [`attention`] with blocks of about `chunk` scores.
-pub(crate) fn attention_in_chunks<B: Backend>(
     query: Tensor<B, 3>,
     key: Tensor<B, 3>,
     value: Tensor<B, 3>,
@@ -125,20 +115,14 @@ impl RecomputeOp<3> for AttentionOp {
         let k_t = k.clone().swap_dims(2, 3);
         let v_t = self.split(v).swap_dims(2, 3); // [B, heads, d, M]
         let mut dq = Vec::new();
-        let mut dk: Option<Tensor<I, 4>> = None;
-        let mut dv: Option<Tensor<I, 4>> = None;
-        let add = |acc: &mut Option<Tensor<I, 4>>, t: Tensor<I, 4>| {
-            *acc = Some(match acc.take() {
-                Some(a) => a + t,
-                None => t,
-            });
-        };
+        let mut dk = Tensor::<I, 4>::zeros(k.dims(), &k.device());
+        let mut dv = Tensor::<I, 4>::zeros(k.dims(), &k.device());
         for rows in chunks(n, self.rows(batch, m)) {
             let q = q.clone().slice([0..batch, rows.clone(), 0..c]);
             let p = self.probs(q.clone(), k_t.clone(), scale); // [B, heads, R, M]
             let g = self.split(grad.clone().slice([0..batch, rows, 0..c])); // [B, heads, R, d]
             if needed[2] {
-                add(&mut dv, self.mm(p.clone().swap_dims(2, 3), g.clone()));
+                dv = dv + self.mm(p.clone().swap_dims(2, 3), g.clone());
             }
             if !(needed[0] || needed[1]) {
                 continue;
@@ -151,13 +135,13 @@ impl RecomputeOp<3> for AttentionOp {
                 dq.push(self.merge(self.mm(ds.clone(), k.clone())));
             }
             if needed[1] {
-                add(&mut dk, self.mm(ds.swap_dims(2, 3), self.split(q)));
+                dk = dk + self.mm(ds.swap_dims(2, 3), self.split(q));
             }
         }
         [
             needed[0].then(|| primitive(Tensor::cat(dq, 1))),
-            dk.map(|t| primitive(self.merge(t))),
-            dv.map(|t| primitive(self.merge(t))),
+            needed[1].then(|| primitive(self.merge(dk))),
+            needed[2].then(|| primitive(self.merge(dv))),
         ]
     }
 }

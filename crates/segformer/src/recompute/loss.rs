@@ -9,11 +9,12 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 
-use super::{CHUNK_ELEMENTS, RecomputeOp, apply, chunks};
+use super::{RecomputeOp, apply, chunks};
 use crate::fused::{primitive, taps, tensor};
 
 /// Mean cross-entropy over the valid label pixels (`0 <= label < classes`, `!= ignore`) of the
-/// logits upsampled to the labels' size, or `None` where no route serves `B` (see the module
+/// logits upsampled to the labels' size, in bands of rows holding about `chunk` upsampled
+/// logits each ([`super::CHUNK_ELEMENTS`]), or `None` where no route serves `B` (see the module
 /// docs). All pixels ignored gives 0.
 ///
 /// # Shapes
@@ -24,15 +25,6 @@ pub(crate) fn upsample_cross_entropy<B: Backend>(
     logits: &Tensor<B, 4>,
     labels: &Tensor<B, 3, Int>,
     ignore: i64,
-) -> Option<Tensor<B, 1>> {
-    upsample_cross_entropy_in_bands(logits, labels, ignore, CHUNK_ELEMENTS)
-}
-
-/// [`upsample_cross_entropy`] with bands of about `chunk` upsampled logits.
-pub(crate) fn upsample_cross_entropy_in_bands<B: Backend>(
-    logits: &Tensor<B, 4>,
-    labels: &Tensor<B, 3, Int>,
-    ignore: i64,
     chunk: usize,
 ) -> Option<Tensor<B, 1>> {
     // Labels travel as an untracked float input (exact below 2^24), so the op needs no
@@ -40,6 +32,18 @@ pub(crate) fn upsample_cross_entropy_in_bands<B: Backend>(
     let labels = labels.clone().float();
     let op = CrossEntropy { ignore, chunk };
     apply::<B, _, 2>(&op, [primitive(logits.clone()), primitive(labels)]).map(tensor)
+}
+
+/// Upsampled logits in the first band of [`upsample_cross_entropy`] with the default chunk
+/// ([`super::CHUNK_ELEMENTS`]) for `[batch, labels, height, width]` logits: the most that one
+/// band materialises at a time.
+pub fn loss_band_elements(batch: usize, labels: usize, height: usize, width: usize) -> usize {
+    band_rows(super::CHUNK_ELEMENTS, batch * labels * width).min(height) * batch * labels * width
+}
+
+/// Whole label rows of `row` logits per band of about `chunk` logits: at least one.
+fn band_rows(chunk: usize, row: usize) -> usize {
+    (chunk / row.max(1)).max(1)
 }
 
 #[derive(Debug, Clone)]
@@ -110,6 +114,7 @@ impl<I: Backend> Axis<I> {
 struct Prepared<I: Backend> {
     /// The logits upsampled along the width: `[B, L, h, W]`.
     wide: Tensor<I, 4>,
+    cols: Axis<I>,
     rows: Axis<I>,
     /// Labels with invalid pixels set to class 0: `[B, H, W]`.
     safe: Tensor<I, 3, Int>,
@@ -134,14 +139,15 @@ impl CrossEntropy {
         let safe = labels.int().mask_fill(valid.clone().bool_not(), 0);
         let valid = valid.float();
         let count = valid.clone().sum().clamp_min(1.0);
-        let wide = Axis::new(w, width, &device).interpolate(logits.clone(), 3);
+        let cols = Axis::new(w, width, &device);
         Prepared {
-            wide,
+            wide: cols.interpolate(logits.clone(), 3),
+            cols,
             rows: Axis::new(h, height, &device),
             safe,
             valid,
             count,
-            band: self.chunk / (batch * classes * width).max(1),
+            band: band_rows(self.chunk, batch * classes * width),
         }
     }
 }
@@ -166,16 +172,11 @@ impl<I: Backend> Prepared<I> {
 impl RecomputeOp<2> for CrossEntropy {
     fn forward<I: Backend>(&self, [logits, labels]: [FloatTensor<I>; 2]) -> FloatTensor<I> {
         let p = self.prepare(&tensor::<I, 4>(logits), tensor(labels));
-        let mut total: Option<Tensor<I, 1>> = None;
-        for (_, z, label, valid) in p.bands() {
-            let picked = log_softmax(z, 1).gather(1, label);
-            let band = (picked * valid).sum();
-            total = Some(match total.take() {
-                Some(t) => t + band,
-                None => band,
-            });
-        }
-        let total = total.expect("labels have at least one row");
+        let total = p
+            .bands()
+            .map(|(_, z, label, valid)| (log_softmax(z, 1).gather(1, label) * valid).sum())
+            .reduce(|a, b| a + b)
+            .expect("labels have at least one row");
         primitive(total.neg() / p.count)
     }
 
@@ -189,13 +190,11 @@ impl RecomputeOp<2> for CrossEntropy {
             return [None, None];
         }
         let logits = tensor::<I, 4>(logits);
-        let [batch, classes, h, w] = logits.dims();
-        let [_, _, width] = tensor::<I, 3>(labels.clone()).dims();
         let p = self.prepare(&logits, tensor(labels));
         // d loss / d z = (softmax(z) − onehot(label)) · valid · grad / count
         let scale = (tensor::<I, 1>(grad) / p.count.clone()).reshape([1, 1, 1, 1]);
         let device = logits.device();
-        let mut d_wide = Tensor::<I, 4>::zeros([batch, classes, h, width], &device);
+        let mut d_wide = Tensor::<I, 4>::zeros(p.wide.dims(), &device);
         for (rows, z, label, valid) in p.bands() {
             let weight = valid * scale.clone(); // [B, 1, R, W]
             let onehot = Tensor::zeros(z.dims(), &device).scatter(
@@ -207,8 +206,9 @@ impl RecomputeOp<2> for CrossEntropy {
             let g = softmax(z, 1) * weight - onehot;
             d_wide = rows.scatter(d_wide, g, 2);
         }
-        let cols = Axis::new(w, width, &device);
-        let d_logits = cols.scatter(Tensor::zeros([batch, classes, h, w], &device), d_wide, 3);
+        let d_logits = p
+            .cols
+            .scatter(Tensor::zeros(logits.dims(), &device), d_wide, 3);
         [Some(primitive(d_logits)), None]
     }
 }

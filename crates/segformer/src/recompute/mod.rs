@@ -37,11 +37,8 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 
 pub(crate) use attention::attention;
-#[cfg(test)]
-use attention::attention_in_chunks;
+pub use loss::loss_band_elements;
 pub(crate) use loss::upsample_cross_entropy;
-#[cfg(test)]
-use loss::upsample_cross_entropy_in_bands;
 
 use crate::fused::same;
 
@@ -56,7 +53,7 @@ pub fn enabled() -> bool {
 /// Elements of the largest intermediate one chunk of the recomputing ops materialises (the
 /// scores of a block of query rows, the upsampled logits of a band of label rows): 4 Mi f32 =
 /// 16 MiB, still thousands of GPU threads per kernel.
-pub const CHUNK_ELEMENTS: usize = 1 << 22;
+pub(crate) const CHUNK_ELEMENTS: usize = 1 << 22;
 
 /// An op whose backward recomputes its intermediates from its inputs, written once for every
 /// backend in burn tensor ops.
@@ -74,11 +71,15 @@ pub(crate) trait RecomputeOp<const N: usize>: Clone + Send + Sync + Debug + 'sta
 }
 
 /// Runs `op` on `B`: through a custom autodiff step on the autodiff backends listed in the
-/// module docs, directly where `B` has no autodiff, and `None` elsewhere.
+/// module docs, directly where `B` has no autodiff, and `None` elsewhere or when [`enabled`]
+/// is false.
 pub(crate) fn apply<B: Backend, O: RecomputeOp<N>, const N: usize>(
     op: &O,
     inputs: [FloatTensor<B>; N],
 ) -> Option<FloatTensor<B>> {
+    if !enabled() {
+        return None;
+    }
     macro_rules! autodiff_of {
         ($inner:ty, $strategy:ty) => {
             if TypeId::of::<B>() == TypeId::of::<Autodiff<$inner, $strategy>>() {
@@ -115,24 +116,9 @@ fn apply_autodiff<I: Backend, C: CheckpointStrategy, O: RecomputeOp<N>, const N:
     {
         OpsKind::Tracked(prep) => {
             let out = op.forward::<I>(primitives.clone());
-            prep.finish(Saved(primitives), out)
+            prep.finish(primitives, out)
         }
         OpsKind::UnTracked(prep) => prep.finish(op.forward::<I>(primitives)),
-    }
-}
-
-/// The inputs, kept for the backward pass.
-struct Saved<I: Backend, const N: usize>([FloatTensor<I>; N]);
-
-impl<I: Backend, const N: usize> Clone for Saved<I, N> {
-    fn clone(&self) -> Self {
-        Saved(self.0.clone())
-    }
-}
-
-impl<I: Backend, const N: usize> Debug for Saved<I, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Saved({N} inputs)")
     }
 }
 
@@ -140,12 +126,13 @@ impl<I: Backend, const N: usize> Debug for Saved<I, N> {
 struct RecomputeBackward<O>(O);
 
 impl<I: Backend, O: RecomputeOp<N>, const N: usize> Backward<I, N> for RecomputeBackward<O> {
-    type State = Saved<I, N>;
+    /// The op's inputs: everything else is recomputed from them.
+    type State = [FloatTensor<I>; N];
 
-    fn backward(self, ops: Ops<Saved<I, N>, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<I>(&ops.node);
         let needed = ops.parents.each_ref().map(Option::is_some);
-        let input_grads = self.0.backward::<I>(ops.state.0, grad, needed);
+        let input_grads = self.0.backward::<I>(ops.state, grad, needed);
         for (parent, g) in ops.parents.into_iter().zip(input_grads) {
             if let (Some(node), Some(g)) = (parent, g) {
                 grads.register::<I>(node.id, g);

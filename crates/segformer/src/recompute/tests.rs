@@ -7,9 +7,7 @@ use burn::backend::{Autodiff, Flex};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
-use super::{
-    attention, attention_in_chunks, upsample_cross_entropy, upsample_cross_entropy_in_bands,
-};
+use super::{CHUNK_ELEMENTS, attention, upsample_cross_entropy};
 use crate::fused::attention_generic;
 use crate::layers::Compute;
 use crate::test_support::{assert_close, forward_backward, random};
@@ -31,8 +29,7 @@ fn attention_case<B: AutodiffBackend>(
     let inputs = [q, k, v];
     let (ro, rg) = forward_backward(&inputs, |t| {
         let (q, k, v) = (t[0].clone(), t[1].clone(), t[2].clone());
-        attention_in_chunks(q, k, v, heads, compute.0, chunk)
-            .expect("a recompute route for this backend")
+        attention(q, k, v, heads, compute.0, chunk).expect("a recompute route for this backend")
     });
     let (go, gg) = forward_backward(&inputs, |t| {
         attention_generic(t[0].clone(), t[1].clone(), t[2].clone(), heads, compute)
@@ -48,7 +45,7 @@ fn attention_matches_the_composition_across_chunks() {
     // 2 images × 2 heads × 37 keys: blocks of 13 query rows, the last one shorter.
     attention_case::<A>(2, [100, 37], Compute::default(), 2 * 2 * 37 * 13, 1e-5);
     // One block (the default size).
-    attention_case::<A>(1, [64, 64], Compute::default(), super::CHUNK_ELEMENTS, 1e-5);
+    attention_case::<A>(1, [64, 64], Compute::default(), CHUNK_ELEMENTS, 1e-5);
 }
 
 #[test]
@@ -69,7 +66,8 @@ fn attention_without_autodiff_runs_the_chunked_forward() {
     let q = random::<Flex, 3>([1, 130, 32], 12);
     let k = random::<Flex, 3>([1, 17, 32], 13);
     let v = random::<Flex, 3>([1, 17, 32], 14);
-    let r = attention(q.clone(), k.clone(), v.clone(), 2, None).expect("inference route");
+    let r = attention(q.clone(), k.clone(), v.clone(), 2, None, CHUNK_ELEMENTS)
+        .expect("inference route");
     let g = attention_generic(q, k, v, 2, Compute::default());
     assert_close("out", r, g, 1e-5);
 }
@@ -96,7 +94,7 @@ fn cross_entropy_case<B: AutodiffBackend>(
     );
     let (ro, rg) = forward_backward::<B, 4, 1>(&[logits.clone()], |t| {
         let chunk = 2 * classes * label_size[1] * rows;
-        upsample_cross_entropy_in_bands(&t[0], &labels, 255, chunk).expect("a recompute route")
+        upsample_cross_entropy(&t[0], &labels, 255, chunk).expect("a recompute route")
     });
     let (go, gg) = forward_backward::<B, 4, 1>(&[logits], |t| {
         let up = crate::model::resize_bilinear(t[0].clone(), label_size);
@@ -122,7 +120,7 @@ fn cross_entropy_matches_upsample_then_loss() {
 fn cross_entropy_of_all_ignored_pixels_is_zero() {
     let logits = random::<A, 4>([1, 3, 2, 2], 1).require_grad();
     let labels = Tensor::<A, 3, Int>::full([1, 8, 8], 255, &Default::default());
-    let loss = upsample_cross_entropy(&logits, &labels, 255).unwrap();
+    let loss = upsample_cross_entropy(&logits, &labels, 255, CHUNK_ELEMENTS).unwrap();
     assert_eq!(loss.clone().into_scalar(), 0.0);
     let grads = loss.backward();
     let g = logits.grad(&grads).unwrap();
