@@ -1,0 +1,2 @@
+//! Atomic writes for segfit's outputs and checkpoints.
+#![deny(missing_docs)]

@@ -1,0 +1,2 @@
+//! Inference in one place.
+#![deny(missing_docs)]
