@@ -34,7 +34,7 @@ mod weights;
 
 pub use config::{ConfigError, SegformerConfig};
 pub use fused::fused_kernels_enabled;
-pub use model::Segformer;
+pub use model::{Segformer, resize_bilinear};
 pub use recompute::{enabled as recompute_enabled, loss_band_elements};
 pub use weights::{
     LoadReport, WeightsError, hf_gradients, hf_state_dict, hf_state_dict_original, load_hf_dir,

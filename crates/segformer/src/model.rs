@@ -21,7 +21,7 @@ use crate::loss;
 /// # Shapes
 /// - input: `[batch, channels, h, w]`
 /// - output: `[batch, channels, size[0], size[1]]`
-pub(crate) fn resize_bilinear<B: Backend>(x: Tensor<B, 4>, size: [usize; 2]) -> Tensor<B, 4> {
+pub fn resize_bilinear<B: Backend>(x: Tensor<B, 4>, size: [usize; 2]) -> Tensor<B, 4> {
     let [_, _, h, w] = x.dims();
     if [h, w] == size {
         // Half-pixel bilinear at scale 1 is the identity.
