@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use augment::{Pipeline, SegformerProcessor};
-use tiles::{Mask, Raster, RasterData};
+use raster::{Mask, Raster, RasterData};
 
 const ORIGINAL: &str = include_str!("../../../configs/augment/original-flips.toml");
 

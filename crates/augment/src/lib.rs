@@ -5,13 +5,13 @@
 //! [`SampleRng`] derived from `(seed, epoch, index)`, so a run is reproducible whatever the
 //! number of loader threads. Geometric transforms move image and mask together (masks with
 //! nearest neighbour, 255 where new pixels appear); photometric ones touch the image only.
-//! Images are [`tiles::Raster`]s of u8, u16 or f32 samples with any number of bands.
+//! Images are [`raster::Raster`]s of u8, u16 or f32 samples with any number of bands.
 //! A [`SegformerProcessor`] then turns the sample into channels-first `pixel_values` and a
 //! label map, and [`collate`] stacks those into a [`Batch`].
 //!
 //! ```
 //! use augment::{Pipeline, SegformerProcessor, collate};
-//! use tiles::{Mask, Raster, RasterData};
+//! use raster::{Mask, Raster, RasterData};
 //!
 //! let pipeline = Pipeline::from_toml_str(r#"
 //!     [[transforms]]

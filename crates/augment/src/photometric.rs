@@ -2,7 +2,7 @@
 //! clamped to their range; f32 images are left unclamped, since reflectances or already
 //! normalised values need not lie in `[0, 1]`.
 
-use tiles::RasterData;
+use raster::RasterData;
 
 use crate::geometric::{Border, Dims, border_index};
 use crate::pixel::{Pixel, map_samples};

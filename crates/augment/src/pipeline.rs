@@ -1,6 +1,6 @@
 //! `Pipeline`: a validated [`PipelineConfig`] ready to augment samples.
 
-use tiles::{Mask, Raster};
+use raster::{Mask, Raster};
 
 use crate::config::{PipelineConfig, TransformConfig};
 use crate::pixel::Item;

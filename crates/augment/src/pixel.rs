@@ -1,6 +1,6 @@
 //! Sample-type plumbing: one generic code path for u8, u16 and f32 rasters.
 
-use tiles::{Mask, Raster, RasterData};
+use raster::{Mask, Raster, RasterData};
 
 use crate::AugmentError;
 
@@ -63,9 +63,9 @@ impl Pixel for f32 {
 macro_rules! map_samples {
     ($data:expr, |$v:ident| $body:expr) => {
         match $data {
-            tiles::RasterData::U8($v) => tiles::RasterData::U8($body),
-            tiles::RasterData::U16($v) => tiles::RasterData::U16($body),
-            tiles::RasterData::F32($v) => tiles::RasterData::F32($body),
+            raster::RasterData::U8($v) => raster::RasterData::U8($body),
+            raster::RasterData::U16($v) => raster::RasterData::U16($body),
+            raster::RasterData::F32($v) => raster::RasterData::F32($body),
         }
     };
 }

@@ -1,8 +1,8 @@
 //! The SegFormer image processor: HF `SegformerImageProcessor` (PIL backend) semantics, turning
 //! a sample into the model's `pixel_values` and `labels`.
 
+use raster::{Mask, Raster, RasterData};
 use serde::{Deserialize, Serialize};
-use tiles::{Mask, Raster, RasterData};
 
 use crate::AugmentError;
 use crate::geometric::Dims;

@@ -1,7 +1,7 @@
 //! Resampling kernels matching OpenCV's `cv2.resize` (what albumentations calls):
 //! `INTER_NEAREST`, `INTER_LINEAR` (with OpenCV's 11-bit fixed point on u8) and `INTER_AREA`.
 
-use tiles::RasterData;
+use raster::RasterData;
 
 use crate::geometric::Dims;
 use crate::pixel::{Pixel, map_samples};

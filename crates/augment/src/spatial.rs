@@ -1,6 +1,6 @@
 //! Helpers that move image and mask together: permutations, warps, resizes, crops, pads.
 
-use tiles::RasterData;
+use raster::RasterData;
 
 use crate::AugmentError;
 use crate::config::{self as cfg, BorderMode, Interpolation};

@@ -1,7 +1,7 @@
 //! What each configured transform does to an [`Item`]. Parameters were validated by
 //! `validate`, so only input-dependent problems (band counts, sizes) are reported here.
 
-use tiles::RasterData;
+use raster::RasterData;
 
 use crate::AugmentError;
 use crate::config::{self as cfg, TransformConfig as T};
@@ -185,7 +185,7 @@ impl T {
                     beta * photo::mean(&item.image.data)
                 };
                 // albumentations truncates integer results (`clip(...).astype(uint8)`); so do we.
-                let truncate = item.image.kind() != tiles::SampleKind::F32;
+                let truncate = item.image.kind() != raster::SampleKind::F32;
                 photo::map_values(&mut item.image.data, item.image.bands, |_, x| {
                     let v = x * alpha + shift;
                     if truncate { v.floor() } else { v }
@@ -196,7 +196,7 @@ impl T {
                 let g = rng.uniform(lo, hi) / 100.0;
                 let max = item.image.kind().max_value();
                 // Truncated on integer images, as albumentations' lookup table is.
-                let truncate = item.image.kind() != tiles::SampleKind::F32;
+                let truncate = item.image.kind() != raster::SampleKind::F32;
                 photo::map_values(&mut item.image.data, item.image.bands, |_, x| {
                     let v = max * (x.max(0.0) / max).powf(g);
                     if truncate { v.floor() } else { v }

@@ -5,7 +5,7 @@ mod common;
 
 use augment::{AugmentError, Pipeline, PipelineConfig, SampleRng};
 use common::{config_file, indexed_rgb, indexed_u16, mask_of, pipeline, u8s};
-use tiles::{Raster, RasterData};
+use raster::{Raster, RasterData};
 
 #[test]
 fn same_seed_epoch_index_gives_same_sample_whatever_the_thread_order() {
@@ -240,7 +240,7 @@ fn malformed_samples_are_errors_not_panics() {
             .to_string()
             .contains("empty")
     );
-    let small_mask = tiles::Mask::new(3, 3, vec![0; 9]).unwrap();
+    let small_mask = raster::Mask::new(3, 3, vec![0; 9]).unwrap();
     let err = p
         .apply_seeded(indexed_rgb(4, 4), Some(small_mask), 0, 0, 0)
         .unwrap_err();

@@ -1,7 +1,7 @@
 //! Processor behaviour beyond the HF fixtures: other sample types and band counts, collation.
 
 use augment::{SegformerProcessor, collate};
-use tiles::{Mask, Raster, RasterData};
+use raster::{Mask, Raster, RasterData};
 
 #[test]
 fn u16_four_band_rescales_by_type_max_and_normalises_per_band() {

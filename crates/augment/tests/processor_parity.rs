@@ -5,7 +5,7 @@ mod common;
 
 use augment::SegformerProcessor;
 use common::{Tensors, fixture_dir, max_abs_diff};
-use tiles::{Mask, Raster, RasterData};
+use raster::{Mask, Raster, RasterData};
 
 fn load(case: &str) -> (Raster, Mask) {
     let dir = fixture_dir(case);

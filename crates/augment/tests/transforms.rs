@@ -5,7 +5,7 @@ mod common;
 
 use augment::AugmentError;
 use common::{f32s, indexed_rgb, indexed_u16, mask_of, pipeline, u8s};
-use tiles::{Mask, Raster, RasterData};
+use raster::{Mask, Raster, RasterData};
 
 #[test]
 fn geometric_transforms_handle_u16_four_band_images() {
@@ -310,7 +310,7 @@ fn every_transform_runs_on_rgb_and_multiband() {
         .unwrap();
     assert_eq!(
         (out.height, out.width, out.bands, out.kind()),
-        (16, 20, 3, tiles::SampleKind::F32)
+        (16, 20, 3, raster::SampleKind::F32)
     );
     assert_eq!(m.map(|m| (m.height, m.width)), Some((16, 20)));
     let four = Raster::new(

@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use raster::{Mask, SampleKind};
+
 use crate::error::TilesError;
 use crate::io::{read_image, read_mask};
 use crate::labels::LabelMap;
 use crate::pairs::{Pair, SPLITS};
-use crate::raster::{Mask, SampleKind};
 use crate::stats::{BandStats, StatsAccumulator};
 
 /// What one split holds.

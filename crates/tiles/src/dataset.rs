@@ -2,11 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
+use raster::Sample;
+
 use crate::error::TilesError;
 use crate::io::{read_image, read_mask};
 use crate::labels::LabelMap;
 use crate::meta::DatasetMeta;
-use crate::raster::Sample;
 
 /// One split of a prepared dataset (`root/images/<split>/`, `root/masks/<split>/`).
 ///

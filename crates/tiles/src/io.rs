@@ -4,11 +4,10 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 
 use image::{DynamicImage, ImageFormat};
+use raster::{GeoRef, Mask, Raster, RasterData};
 
 use crate::error::TilesError;
 use crate::fsutil::atomic_write_bytes;
-use crate::geo::GeoRef;
-use crate::raster::{Mask, Raster, RasterData};
 use crate::tiff_read::ChunkedReader;
 
 /// File formats recognised by their first bytes (the extension can lie).

@@ -3,12 +3,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use raster::Mask;
 use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::TilesError;
-use crate::raster::Mask;
 
 /// One class and the stored mask values that mean it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

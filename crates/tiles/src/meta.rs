@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use raster::SampleKind;
+
 use crate::error::TilesError;
 use crate::fsutil::atomic_write_bytes;
 use crate::labels::LabelMap;
-use crate::raster::SampleKind;
 use crate::stats::BandStats;
 
 /// The file name of the metadata at a prepared dataset's root.

@@ -3,15 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+use raster::{GeoRef, Mask, Raster, RasterData, SampleKind};
+
 use crate::audit::check_size;
 use crate::error::TilesError;
-use crate::geo::GeoRef;
 use crate::io::{read_image, read_mask, write_mask_png, write_png};
 use crate::labels::LabelMap;
 use crate::meta::{DatasetMeta, TileRecord};
 use crate::pairs::split_of;
 use crate::prepare::{PrepareReport, into_fresh_output};
-use crate::raster::{Mask, Raster, RasterData, SampleKind};
 use crate::stats::StatsAccumulator;
 use crate::tiff_read::ChunkedReader;
 use crate::tiff_write::{Compression, TiffOptions, write_geotiff_with};

@@ -1,6 +1,6 @@
 //! Per-band statistics for normalising 16-bit and multispectral imagery.
 
-use crate::raster::{Raster, RasterData, SampleKind};
+use raster::{Raster, RasterData, SampleKind};
 
 /// Statistics of one band over a split.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

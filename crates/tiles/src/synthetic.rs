@@ -8,14 +8,13 @@ use imageproc::drawing::draw_polygon_mut;
 use imageproc::point::Point;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use raster::{GeoRef, Mask, Raster, RasterData, SampleKind};
 
 use crate::error::TilesError;
-use crate::geo::GeoRef;
 use crate::io::{write_mask_png, write_png};
 use crate::labels::LabelMap;
 use crate::meta::DatasetMeta;
 use crate::prepare::{PrepareReport, into_fresh_output};
-use crate::raster::{Mask, Raster, RasterData, SampleKind};
 use crate::stats::StatsAccumulator;
 use crate::tiff_write::write_geotiff;
 

@@ -5,12 +5,11 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
+use raster::{GeoRef, Raster, RasterData, SampleKind};
 use tiff::decoder::{ChunkType, Decoder, DecodingResult, Limits};
 use tiff::tags::Tag;
 
 use crate::error::TilesError;
-use crate::geo::GeoRef;
-use crate::raster::{Raster, RasterData, SampleKind};
 
 /// A TIFF/GeoTIFF opened for windowed reads.
 ///

@@ -4,13 +4,12 @@
 use std::io::{BufWriter, Seek, Write};
 use std::path::Path;
 
+use raster::{GeoRef, Raster, RasterData, SampleKind};
 use tiff::encoder::{DirectoryEncoder, TiffEncoder, TiffKind};
 use tiff::tags::Tag;
 
 use crate::error::TilesError;
 use crate::fsutil::atomic_write;
-use crate::geo::GeoRef;
-use crate::raster::{Raster, RasterData, SampleKind};
 use crate::tiff_read::is_pixel_is_point;
 
 /// Compression of written TIFF chunks.

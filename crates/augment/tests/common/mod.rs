@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use augment::Pipeline;
+use raster::{Mask, Raster, RasterData};
 use safetensors::{Dtype, SafeTensors};
-use tiles::{Mask, Raster, RasterData};
 
 /// `tests/data/fixtures/<case>` at the workspace root.
 pub fn fixture_dir(case: &str) -> PathBuf {

@@ -1,4 +1,5 @@
-//! GeoTIFF georeferencing carried with samples and tiles.
+//! GeoTIFF-style georeferencing carried with samples and tiles (the tags themselves are read
+//! and written by `tiles`).
 
 /// The georeferencing of a raster, as read from (and written back to) GeoTIFF tags.
 ///
@@ -35,5 +36,28 @@ impl GeoRef {
         g.transform[0] = x;
         g.transform[3] = y;
         g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shifted_moves_the_origin_along_rotated_axes() {
+        let g = GeoRef {
+            transform: [100.0, 2.0, 0.5, 50.0, 0.25, -2.0],
+            geo_key_directory: Some(vec![1, 1, 0, 0]),
+            geo_double_params: None,
+            geo_ascii_params: None,
+            nodata: Some(0.0),
+        };
+        let s = g.shifted(3, 4);
+        assert_eq!(s.pixel_to_world(0.0, 0.0), g.pixel_to_world(3.0, 4.0));
+        assert_eq!(s.pixel_to_world(1.0, 1.0), g.pixel_to_world(4.0, 5.0));
+        assert_eq!(
+            (s.geo_key_directory, s.nodata),
+            (g.geo_key_directory, g.nodata)
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! In-memory rasters: images with any number of bands and 8/16-bit or float samples, and class masks.
 
-use crate::geo::GeoRef;
+use crate::GeoRef;
 
 /// Pixel samples of a [`Raster`], interleaved band-last (`[H, W, C]`, row-major).
 #[derive(Clone, Debug, PartialEq)]
@@ -159,4 +159,30 @@ pub struct Sample {
     pub mask: Option<Mask>,
     /// Georeferencing of the image, when the source had it.
     pub geo: Option<GeoRef>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constructors_check_the_sample_count() {
+        assert!(Raster::new(3, 2, 1, RasterData::U8(vec![0; 6])).is_some());
+        assert!(Raster::new(3, 2, 1, RasterData::U8(vec![0; 5])).is_none());
+        assert!(
+            Raster::new(0, 0, 0, RasterData::U8(vec![])).is_none(),
+            "bands must be > 0"
+        );
+        assert!(Mask::new(2, 2, vec![0; 4]).is_some());
+        assert!(Mask::new(2, 2, vec![0; 3]).is_none());
+    }
+
+    #[test]
+    fn samples_read_as_f32_band_last() {
+        let r = Raster::new(2, 1, 2, RasterData::U16(vec![1, 2, 3, 65535])).unwrap();
+        assert_eq!(r.get_f32(0, 1, 1), 65535.0);
+        assert_eq!(r.to_f32(), vec![1.0, 2.0, 3.0, 65535.0]);
+        assert_eq!((r.kind(), r.kind().max_value()), (SampleKind::U16, 65535.0));
+        assert_eq!(SampleKind::F32.to_string(), "f32");
+    }
 }
