@@ -70,17 +70,47 @@ pub struct Loader {
     handles: Vec<JoinHandle<()>>,
 }
 
+/// How a [`Loader`] batches and parallelises: batch size, where to start, worker threads and
+/// read-ahead. None of these change the batches' contents except `batch_size` and `start_batch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoaderOptions {
+    /// Samples per batch (at least 1; the last batch of an epoch may be short).
+    pub batch_size: usize,
+    /// First batch to yield: a resumed run skips the batches it already trained on.
+    pub start_batch: usize,
+    /// Worker threads decoding and augmenting (at least 1).
+    pub workers: usize,
+    /// Samples ready ahead of the consumer (at least 1).
+    pub prefetch: usize,
+}
+
+impl Default for LoaderOptions {
+    /// Batches of 1 from the start of the epoch, one worker, two samples ahead.
+    fn default() -> Self {
+        Self {
+            batch_size: 1,
+            start_batch: 0,
+            workers: 1,
+            prefetch: 2,
+        }
+    }
+}
+
 impl Loader {
-    /// Starts loading `order[start_batch * batch_size..]` (the last batch may be short).
+    /// Starts loading `order[start_batch * batch_size..]` of `epoch` (the last batch may be
+    /// short).
     pub fn new(
         source: Arc<SampleSource>,
         order: Vec<usize>,
         epoch: u64,
-        batch_size: usize,
-        start_batch: usize,
-        workers: usize,
-        prefetch: usize,
+        options: LoaderOptions,
     ) -> Self {
+        let LoaderOptions {
+            batch_size,
+            start_batch,
+            workers,
+            prefetch,
+        } = options;
         let batch_size = batch_size.max(1);
         let start = (start_batch * batch_size).min(order.len());
         let end = order.len();
@@ -211,17 +241,47 @@ mod tests {
         let src = source(dir.path());
         let len = src.dataset.len();
         let order = epoch_order(len, 3, 1, true);
-        let one: Vec<Batch> = Loader::new(src.clone(), order.clone(), 1, 3, 0, 1, 2)
-            .map(|b| b.unwrap())
-            .collect();
-        let many: Vec<Batch> = Loader::new(src.clone(), order.clone(), 1, 3, 0, 4, 8)
-            .map(|b| b.unwrap())
-            .collect();
+        let one: Vec<Batch> = Loader::new(
+            src.clone(),
+            order.clone(),
+            1,
+            LoaderOptions {
+                batch_size: 3,
+                start_batch: 0,
+                workers: 1,
+                prefetch: 2,
+            },
+        )
+        .map(|b| b.unwrap())
+        .collect();
+        let many: Vec<Batch> = Loader::new(
+            src.clone(),
+            order.clone(),
+            1,
+            LoaderOptions {
+                batch_size: 3,
+                start_batch: 0,
+                workers: 4,
+                prefetch: 8,
+            },
+        )
+        .map(|b| b.unwrap())
+        .collect();
         assert_eq!(one.len(), len.div_ceil(3));
         assert_eq!(one, many);
-        let resumed: Vec<Batch> = Loader::new(src.clone(), order, 1, 3, 1, 2, 2)
-            .map(|b| b.unwrap())
-            .collect();
+        let resumed: Vec<Batch> = Loader::new(
+            src.clone(),
+            order,
+            1,
+            LoaderOptions {
+                batch_size: 3,
+                start_batch: 1,
+                workers: 2,
+                prefetch: 2,
+            },
+        )
+        .map(|b| b.unwrap())
+        .collect();
         assert_eq!(&one[1..], &resumed[..]);
         // each batch is exactly the collated samples it should hold
         let direct = collate(&[src.load(1, epoch_order(len, 3, 1, true)[0]).unwrap()]).unwrap();
@@ -247,7 +307,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let src = source(dir.path());
         let order = epoch_order(src.dataset.len(), 3, 0, true);
-        let mut l = Loader::new(src, order, 0, 1, 0, 2, 1);
+        let mut l = Loader::new(
+            src,
+            order,
+            0,
+            LoaderOptions {
+                batch_size: 1,
+                start_batch: 0,
+                workers: 2,
+                prefetch: 1,
+            },
+        );
         assert!(l.next().unwrap().is_ok());
         drop(l); // must not hang
     }

@@ -34,7 +34,7 @@ mod trainer;
 
 pub use checkpoint::{TrainerState, load_trainer_state, save_checkpoint};
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
-pub use data::{Loader, SampleSource, epoch_order};
+pub use data::{Loader, LoaderOptions, SampleSource, epoch_order};
 #[cfg(feature = "cuda")]
 pub use device::cuda_memory;
 pub use device::{Device, fit_memory, run};

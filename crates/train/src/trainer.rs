@@ -19,7 +19,7 @@ use tiles::SegDataset;
 
 use crate::checkpoint::{RunDir, TrainerState, load_trainer_state, save_checkpoint};
 use crate::config::{Precision, TrainConfig};
-use crate::data::{Loader, SampleSource, epoch_order};
+use crate::data::{Loader, LoaderOptions, SampleSource, epoch_order};
 use crate::error::TrainError;
 use crate::metrics::{ConfusionMatrix, SegMetrics};
 use crate::model::{build_model, upsample_logits};
@@ -225,10 +225,12 @@ pub fn train<B: AutodiffBackend>(
             data.train.clone(),
             order,
             epoch as u64,
-            t.batch_size,
-            state.next_batch,
-            t.workers,
-            t.prefetch,
+            LoaderOptions {
+                batch_size: t.batch_size,
+                start_batch: state.next_batch,
+                workers: t.workers,
+                prefetch: t.prefetch,
+            },
         );
         reporter.start_epoch(
             epoch,
@@ -414,10 +416,12 @@ pub fn evaluate_model<B: Backend>(
         source.clone(),
         (0..n).collect(),
         0,
-        batch_size,
-        0,
-        workers,
-        prefetch,
+        LoaderOptions {
+            batch_size,
+            start_batch: 0,
+            workers,
+            prefetch,
+        },
     );
     reporter.start_eval(loader.remaining_batches());
     let num_classes = model.num_labels().max(2);
