@@ -7,7 +7,6 @@ use image::{DynamicImage, ImageFormat};
 use raster::{GeoRef, Mask, Raster, RasterData};
 
 use crate::error::TilesError;
-use crate::fsutil::atomic_write_bytes;
 use crate::tiff_read::ChunkedReader;
 
 /// File formats recognised by their first bytes (the extension can lie).
@@ -265,5 +264,5 @@ fn encode_png(
     image::codecs::png::PngEncoder::new(&mut out)
         .write_image(bytes, w as u32, h as u32, color)
         .map_err(|e| TilesError::input(path, format!("encoding PNG: {e}")))?;
-    atomic_write_bytes(path, &out)
+    Ok(fsio::write_atomic(path, &out)?)
 }

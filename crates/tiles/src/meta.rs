@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use raster::SampleKind;
 
 use crate::error::TilesError;
-use crate::fsutil::atomic_write_bytes;
 use crate::labels::LabelMap;
 use crate::stats::BandStats;
 
@@ -104,6 +103,6 @@ impl DatasetMeta {
             path: path.clone(),
             reason: e.to_string(),
         })?;
-        atomic_write_bytes(&path, text.as_bytes())
+        Ok(fsio::write_atomic(&path, text.as_bytes())?)
     }
 }

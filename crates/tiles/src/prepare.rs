@@ -279,7 +279,7 @@ fn place(src: &Path, dst: &Path, hard_link: bool) -> Result<(), TilesError> {
     if hard_link && std::fs::hard_link(src, dst).is_ok() {
         return Ok(());
     }
-    crate::fsutil::atomic_write(dst, |f| {
+    fsio::write_atomic_with(dst, |f| {
         let mut from = std::fs::File::open(src).map_err(|e| TilesError::io(src, e))?;
         std::io::copy(&mut from, f).map_err(|e| TilesError::io(dst, e))?;
         Ok(())

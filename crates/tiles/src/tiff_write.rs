@@ -9,7 +9,6 @@ use tiff::encoder::{DirectoryEncoder, TiffEncoder, TiffKind};
 use tiff::tags::Tag;
 
 use crate::error::TilesError;
-use crate::fsutil::atomic_write;
 use crate::tiff_read::is_pixel_is_point;
 
 /// Compression of written TIFF chunks.
@@ -144,7 +143,7 @@ pub fn write_geotiff_rows(
         * shape.height as u64
         * shape.bands as u64
         * bytes_per_sample(shape.kind) as u64;
-    atomic_write(path, |file| {
+    fsio::write_atomic_with(path, |file| {
         let mut w = BufWriter::with_capacity(1 << 20, file);
         // Classic TIFF offsets are 32-bit: switch to BigTIFF well before the 4 GiB limit.
         if raw > 3_500_000_000 {
