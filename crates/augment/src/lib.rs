@@ -38,13 +38,24 @@
 //! assert_eq!((batch.n, batch.c, batch.h, batch.w), (2, 3, 8, 8));
 //! # Ok::<(), augment::AugmentError>(())
 //! ```
+//!
+//! # Adding a transform
+//!
+//! A transform is a parameter struct (what its TOML table deserialises into, documented field
+//! by field with its default) that implements the crate-private `Transform` trait: `p`, a
+//! `validate` run once when the [`Pipeline`] is built (out-of-range values are
+//! [`AugmentError::InvalidParameter`] naming `transforms[i].field`), and `apply`, which draws
+//! its random parameters from the [`SampleRng`] and changes the image and mask. Write both in
+//! the file of its family under `src/transforms/` (`flips`, `affine`, `crop`, `scale`,
+//! `color`, `noise`, `groups`), next to the transforms it resembles, embedding
+//! [`WarpOptions`] with `#[serde(flatten)]` if it warps. Then register it with one line, its
+//! name, in the `registry!` list of `src/transforms/mod.rs`: that makes it a
+//! [`TransformConfig`] variant, selected by `name = "…"`. Re-export the struct here.
 #![deny(missing_docs)]
 
-mod config;
 mod error;
 mod geometric;
 mod limit;
-mod photo_config;
 mod photometric;
 mod pil;
 mod pipeline;
@@ -52,19 +63,18 @@ mod pixel;
 mod processor;
 mod resize;
 mod rng;
-mod spatial;
 mod transforms;
-mod validate;
 mod warp;
 
-pub use config::{
-    Affine, BorderMode, CenterCrop, ChannelDropout, GaussNoise, GaussianBlur, Group,
-    HueSaturationValue, Interpolation, Normalize, PadIfNeeded, PipelineConfig, Prob,
-    RandomBrightnessContrast, RandomCrop, RandomGamma, RandomResizedCrop, RandomScale, Resize,
-    Rotate, ShiftScaleRotate, SomeOf, TransformConfig,
-};
 pub use error::AugmentError;
 pub use limit::Limit;
-pub use pipeline::Pipeline;
+pub use pipeline::{Pipeline, PipelineConfig};
 pub use processor::{Batch, Processed, Resample, SegformerProcessor, collate};
 pub use rng::SampleRng;
+pub use transforms::{
+    Affine, BorderMode, CenterCrop, ChannelDropout, Compose, GaussNoise, GaussianBlur,
+    HorizontalFlip, HueSaturationValue, Interpolation, Normalize, OneOf, PadIfNeeded,
+    RandomBrightnessContrast, RandomCrop, RandomGamma, RandomResizedCrop, RandomRotate90,
+    RandomScale, Resize, Rotate, ShiftScaleRotate, SomeOf, TransformConfig, Transpose,
+    VerticalFlip, WarpOptions,
+};

@@ -4,6 +4,7 @@
 
 use raster::RasterData;
 
+use crate::AugmentError;
 use crate::geometric::{Border, Dims, border_index};
 use crate::pixel::{Pixel, map_samples};
 use crate::rng::SampleRng;
@@ -291,6 +292,38 @@ pub(crate) fn normalize(data: &RasterData, mean: &[f32], std: &[f32], max_pixel:
         RasterData::U16(v) => run(v, &offset, &scale),
         RasterData::F32(v) => run(v, &offset, &scale),
     }
+}
+
+/// Broadcast one value to every band, or check there is one per band.
+pub(crate) fn per_band(
+    transform: &'static str,
+    mean: &[f32],
+    std: &[f32],
+    bands: usize,
+) -> Result<(Vec<f32>, Vec<f32>), AugmentError> {
+    let spread = |v: &[f32], what: &str| -> Result<Vec<f32>, AugmentError> {
+        match v.len() {
+            1 => Ok(vec![v[0]; bands]),
+            n if n == bands => Ok(v.to_vec()),
+            n => Err(AugmentError::Unsupported {
+                transform,
+                reason: format!(
+                    "{what} has {n} values but the image has {bands} bands; give one value per band (the statistics computed for the prepared dataset) or a single value"
+                ),
+            }),
+        }
+    };
+    Ok((spread(mean, "mean")?, spread(std, "std")?))
+}
+
+/// ImageNet RGB means, HF's `IMAGENET_DEFAULT_MEAN`.
+pub(crate) fn imagenet_mean() -> Vec<f32> {
+    vec![0.485, 0.456, 0.406]
+}
+
+/// ImageNet RGB standard deviations, HF's `IMAGENET_DEFAULT_STD`.
+pub(crate) fn imagenet_std() -> Vec<f32> {
+    vec![0.229, 0.224, 0.225]
 }
 
 #[cfg(test)]

@@ -1,11 +1,39 @@
-//! `Pipeline`: a validated [`PipelineConfig`] ready to augment samples.
+//! The pipeline schema ([`PipelineConfig`], what a TOML pipeline deserialises into) and
+//! [`Pipeline`], a validated one ready to augment samples.
+//!
+//! Every transform is a table with a `name` and its parameters; unknown names and unknown
+//! parameters are errors that list the valid ones. Defaults follow albumentations 2.0.8 except
+//! where a `NOTE:` says otherwise.
 
 use raster::{Mask, Raster};
+use serde::{Deserialize, Serialize};
 
-use crate::config::{PipelineConfig, TransformConfig};
+use crate::AugmentError;
 use crate::pixel::Item;
 use crate::rng::SampleRng;
-use crate::{AugmentError, validate};
+use crate::transforms::TransformConfig;
+
+/// A whole pipeline: the transforms applied in order, each with its own probability `p`.
+///
+/// Embeddable in a larger config as a table (`[[augment.transforms]]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// The transforms, applied in order.
+    #[serde(default)]
+    pub transforms: Vec<TransformConfig>,
+}
+
+impl PipelineConfig {
+    /// Parse a pipeline from TOML text (top-level `[[transforms]]` tables).
+    ///
+    /// # Errors
+    /// [`AugmentError::Config`] naming the line, the unknown transform or parameter and the
+    /// valid alternatives.
+    pub fn from_toml_str(text: &str) -> Result<Self, AugmentError> {
+        toml::from_str(text).map_err(|e| AugmentError::Config(e.to_string().trim_end().to_string()))
+    }
+}
 
 /// A validated sequence of transforms (albumentations' `Compose`).
 #[derive(Clone, Debug)]
@@ -19,7 +47,9 @@ impl Pipeline {
     /// # Errors
     /// [`AugmentError::InvalidParameter`] naming the first bad key (`transforms[2].p`) and value.
     pub fn new(config: &PipelineConfig) -> Result<Self, AugmentError> {
-        validate::validate(config)?;
+        for (i, t) in config.transforms.iter().enumerate() {
+            t.validate(&format!("transforms[{i}]"))?;
+        }
         Ok(Self {
             transforms: config.transforms.clone(),
         })

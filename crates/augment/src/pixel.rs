@@ -3,6 +3,7 @@
 use raster::{Mask, Raster, RasterData};
 
 use crate::AugmentError;
+use crate::geometric::Dims;
 
 /// A sample type a raster can hold.
 pub(crate) trait Pixel: Copy + Default + Send + Sync + 'static {
@@ -71,6 +72,18 @@ macro_rules! map_samples {
 }
 pub(crate) use map_samples;
 
+/// A fill value per band, in the image's sample type (clamped to its range for integers).
+pub(crate) fn fill_px<T: Pixel>(fill: f32, bands: usize) -> Vec<T> {
+    vec![
+        T::from_f32(if T::INTEGER {
+            fill.clamp(0.0, T::MAX)
+        } else {
+            fill
+        });
+        bands
+    ]
+}
+
 /// An image and its optional mask, the unit every transform works on.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Item {
@@ -111,6 +124,15 @@ impl Item {
             )));
         }
         Ok(Self { image, mask })
+    }
+
+    /// The image's `[H, W, C]`.
+    pub fn dims(&self) -> Dims {
+        Dims {
+            h: self.image.height,
+            w: self.image.width,
+            c: self.image.bands,
+        }
     }
 
     /// Replace the image with `data` of `height × width` (same band count).

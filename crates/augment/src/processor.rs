@@ -6,10 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::AugmentError;
 use crate::geometric::Dims;
-use crate::photo_config::{imagenet_mean, imagenet_std};
+use crate::photometric::{imagenet_mean, imagenet_std, per_band};
 use crate::pil;
 use crate::pixel::Pixel;
-use crate::transforms::per_band;
 
 /// Image resampling used by [`SegformerProcessor`] (masks are always nearest).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
