@@ -44,7 +44,7 @@ pub fn run(args: &ExportArgs) -> Result<()> {
         "do_reduce_labels": false,
     });
     let path = args.output.join("preprocessor_config.json");
-    train::write_atomic(&path, serde_json::to_string_pretty(&json)?.as_bytes())
+    fsio::write_atomic(&path, serde_json::to_string_pretty(&json)?.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
     println!(
         "exported {} to {}",

@@ -38,7 +38,7 @@ pub fn encode_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
 /// Writes a float32 array atomically.
 pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
     debug_assert_eq!(shape.iter().product::<usize>(), data.len());
-    train::write_atomic(path, &encode_f32(shape, data))
+    fsio::write_atomic(path, &encode_f32(shape, data))
         .with_context(|| format!("writing {}", path.display()))
 }
 

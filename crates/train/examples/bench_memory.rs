@@ -433,7 +433,7 @@ fn main() {
                 // Save after every case: a long grid that is cut short keeps what it measured.
                 if let Some(path) = &json {
                     let text = serde_json::to_string_pretty(&results).unwrap();
-                    train::write_atomic(std::path::Path::new(path), text.as_bytes())
+                    fsio::write_atomic(std::path::Path::new(path), text.as_bytes())
                         .expect("write --json");
                 }
             }
@@ -448,6 +448,6 @@ fn main() {
             lines.join("\n"),
             results.len()
         );
-        train::write_atomic(std::path::Path::new(&path), text.as_bytes()).expect("write --md");
+        fsio::write_atomic(std::path::Path::new(&path), text.as_bytes()).expect("write --md");
     }
 }

@@ -189,6 +189,6 @@ fn main() {
     }
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&rows).unwrap();
-        train::write_atomic(std::path::Path::new(&path), text.as_bytes()).expect("write json");
+        fsio::write_atomic(std::path::Path::new(&path), text.as_bytes()).expect("write json");
     }
 }

@@ -39,7 +39,6 @@ pub use data::{Loader, LoaderOptions, SampleSource, epoch_order};
 pub use device::cuda_memory;
 pub use device::{Device, fit_memory, run};
 pub use error::TrainError;
-pub use io::{replace_dir, write_atomic};
 pub use metrics::{ConfusionMatrix, SegMetrics};
 pub use model::{build_model, model_config, preset, upsample_logits};
 pub use optim::{AdamW, AdamWConfig, StepStats};

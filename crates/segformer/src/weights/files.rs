@@ -1,8 +1,7 @@
 //! Reading checkpoint files into `TensorData` and writing them atomically.
 
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::{DType, TensorData};
@@ -52,29 +51,12 @@ pub(crate) fn read_pytorch(path: &Path) -> Result<HashMap<String, TensorData>, W
     Ok(tensors.into_iter().collect())
 }
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename.
+/// Writes `bytes` to `path` atomically, through segfit's one atomic write ([`fsio`]).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&tmp).map_err(io_error(&tmp))?;
-        file.write_all(bytes).map_err(io_error(&tmp))?;
-        file.sync_all().map_err(io_error(&tmp))?;
-        fs::rename(&tmp, path).map_err(io_error(path))?;
-        // Persist the rename itself; not every platform lets us open a directory.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    fsio::write_atomic(path, bytes).map_err(|e| {
+        let (path, source) = e.into_parts();
+        WeightsError::Io { path, source }
+    })
 }
 
 /// Serialises `(key, data)` pairs (f32 or i64) as a safetensors file with `format: pt`
