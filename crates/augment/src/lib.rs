@@ -48,9 +48,9 @@
 //! its random parameters from the [`SampleRng`] and changes the image and mask. Write both in
 //! the file of its family under `src/transforms/` (`flips`, `affine`, `crop`, `scale`,
 //! `color`, `noise`, `groups`), next to the transforms it resembles, embedding
-//! [`WarpOptions`] with `#[serde(flatten)]` if it warps. Then register it with one line, its
-//! name, in the `registry!` list of `src/transforms/mod.rs`: that makes it a
-//! [`TransformConfig`] variant, selected by `name = "…"`. Re-export the struct here.
+//! [`WarpOptions`] with `#[serde(flatten)]` if it warps. Then register it with one line,
+//! `family::Name`, in the `registry!` list of `src/transforms/mod.rs`: that makes it a
+//! [`TransformConfig`] variant, selected by `name = "…"`, and exports the struct.
 #![deny(missing_docs)]
 
 mod error;
@@ -71,10 +71,5 @@ pub use limit::Limit;
 pub use pipeline::{Pipeline, PipelineConfig};
 pub use processor::{Batch, Processed, Resample, SegformerProcessor, collate};
 pub use rng::SampleRng;
-pub use transforms::{
-    Affine, BorderMode, CenterCrop, ChannelDropout, Compose, GaussNoise, GaussianBlur,
-    HorizontalFlip, HueSaturationValue, Interpolation, Normalize, OneOf, PadIfNeeded,
-    RandomBrightnessContrast, RandomCrop, RandomGamma, RandomResizedCrop, RandomRotate90,
-    RandomScale, Resize, Rotate, ShiftScaleRotate, SomeOf, TransformConfig, Transpose,
-    VerticalFlip, WarpOptions,
-};
+// The pipeline schema: `TransformConfig`, each transform's parameter struct, their shared options.
+pub use transforms::*;

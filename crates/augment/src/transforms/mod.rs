@@ -20,14 +20,7 @@ use crate::AugmentError;
 use crate::pixel::Item;
 use crate::rng::SampleRng;
 
-pub use affine::{Affine, Rotate, ShiftScaleRotate};
-pub use color::{HueSaturationValue, Normalize, RandomBrightnessContrast, RandomGamma};
-pub use crop::{CenterCrop, PadIfNeeded, RandomCrop, RandomResizedCrop};
-pub use flips::{HorizontalFlip, RandomRotate90, Transpose, VerticalFlip};
-pub use groups::{Compose, OneOf, SomeOf};
-pub use noise::{ChannelDropout, GaussNoise, GaussianBlur};
 pub use options::{BorderMode, Interpolation, WarpOptions};
-pub use scale::{RandomScale, Resize};
 
 /// What every transform does: its probability, its parameter check and its effect on a sample.
 pub(crate) trait Transform {
@@ -48,10 +41,13 @@ pub(crate) trait Transform {
     fn apply(&self, item: &mut Item, rng: &mut SampleRng) -> Result<(), AugmentError>;
 }
 
-/// Declares [`TransformConfig`] with one variant per listed parameter struct, named after it
-/// (the TOML `name`), and the one `match` that dispatches a variant to its [`Transform`].
+/// Declares [`TransformConfig`] with one variant per listed parameter struct (`family::Name`),
+/// named after it (the TOML `name`), re-exports the struct, and writes the one `match` that
+/// dispatches a variant to its [`Transform`].
 macro_rules! registry {
-    ($($name:ident),* $(,)?) => {
+    ($($family:ident::$name:ident),* $(,)?) => {
+        $(pub use $family::$name;)*
+
         /// One transform, selected by its albumentations name (`name = "HorizontalFlip"`), with
         /// the parameters of that transform's struct in the same table.
         ///
@@ -88,29 +84,29 @@ macro_rules! registry {
 }
 
 registry! {
-    HorizontalFlip,
-    VerticalFlip,
-    RandomRotate90,
-    Transpose,
-    Rotate,
-    Affine,
-    ShiftScaleRotate,
-    RandomScale,
-    RandomResizedCrop,
-    RandomCrop,
-    CenterCrop,
-    PadIfNeeded,
-    Resize,
-    RandomBrightnessContrast,
-    RandomGamma,
-    HueSaturationValue,
-    GaussNoise,
-    GaussianBlur,
-    ChannelDropout,
-    Normalize,
-    Compose,
-    OneOf,
-    SomeOf,
+    flips::HorizontalFlip,
+    flips::VerticalFlip,
+    flips::RandomRotate90,
+    flips::Transpose,
+    affine::Rotate,
+    affine::Affine,
+    affine::ShiftScaleRotate,
+    scale::RandomScale,
+    crop::RandomResizedCrop,
+    crop::RandomCrop,
+    crop::CenterCrop,
+    crop::PadIfNeeded,
+    scale::Resize,
+    color::RandomBrightnessContrast,
+    color::RandomGamma,
+    color::HueSaturationValue,
+    noise::GaussNoise,
+    noise::GaussianBlur,
+    noise::ChannelDropout,
+    color::Normalize,
+    groups::Compose,
+    groups::OneOf,
+    groups::SomeOf,
 }
 
 impl TransformConfig {
