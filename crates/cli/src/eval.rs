@@ -3,12 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
-use burn::prelude::ToElement;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorData};
 use clap::Args;
+use infer::{ConfusionMatrix, SegMetrics};
 use tiles::SegDataset;
-use train::{ConfusionMatrix, SegMetrics};
 
 use crate::device::{DeviceArg, on_device};
 use crate::model_source::ModelSource;
@@ -77,50 +75,30 @@ fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device
         .as_ref()
         .map(|c| (c.data.size[0], c.data.size[1]));
     let processor = source.processor(size)?;
-    let mut confusion = ConfusionMatrix::new(
-        names.len().max(2),
-        model.config().semantic_loss_ignore_index,
-    );
-    let (mut loss, mut batches) = (0.0f64, 0usize);
+    // Batches of preprocessed samples, read as the loop asks for them.
     let indices: Vec<usize> = (0..dataset.len()).collect();
-    for chunk in indices.chunks(args.batch_size) {
-        let mut items = Vec::with_capacity(chunk.len());
-        for &i in chunk {
-            let sample = dataset.get(i)?;
-            ensure!(
-                sample.mask.is_some(),
-                "sample `{}` of {} has no mask to evaluate against",
-                sample.id,
-                args.data.display()
-            );
-            items.push(
-                processor
-                    .process(&sample.image, sample.mask.as_ref())
-                    .with_context(|| format!("preprocessing `{}`", sample.id))?,
-            );
-        }
-        let batch = augment::collate(&items)?;
-        let labels = batch.labels.clone().expect("every sample has a mask");
-        let x = Tensor::<B, 4>::from_data(
-            TensorData::new(batch.pixel_values, [batch.n, batch.c, batch.h, batch.w]),
-            device,
-        );
-        let y = Tensor::<B, 3, Int>::from_data(
-            TensorData::new(labels.clone(), [batch.n, batch.h, batch.w]),
-            device,
-        );
-        let logits = model.forward(x);
-        loss += model.loss(logits.clone(), y).into_scalar().to_f64();
-        batches += 1;
-        let pred: Vec<i64> = train::predict_classes(logits, [batch.h, batch.w])
-            .into_data()
-            .convert::<i64>()
-            .to_vec()
-            .map_err(|e| anyhow::anyhow!("reading predictions back from the device: {e:?}"))?;
-        confusion.update(&labels, &pred);
-    }
-    let metrics = confusion.metrics();
-    let loss = loss / batches.max(1) as f64;
+    let batches = indices
+        .chunks(args.batch_size)
+        .map(|chunk| -> Result<augment::Batch> {
+            let mut items = Vec::with_capacity(chunk.len());
+            for &i in chunk {
+                let sample = dataset.get(i)?;
+                ensure!(
+                    sample.mask.is_some(),
+                    "sample `{}` of {} has no mask to evaluate against",
+                    sample.id,
+                    args.data.display()
+                );
+                items.push(
+                    processor
+                        .process(&sample.image, sample.mask.as_ref())
+                        .with_context(|| format!("preprocessing `{}`", sample.id))?,
+                );
+            }
+            Ok(augment::collate(&items)?)
+        });
+    let result = infer::evaluate(&model, batches, device, || {})?;
+    let (metrics, confusion, loss) = (result.metrics, result.confusion, result.loss);
     if args.json {
         let json = serde_json::json!({
             "model": source.weights,

@@ -12,7 +12,6 @@ mod plan;
 mod predict;
 mod prepare;
 mod train_cmd;
-mod window;
 
 use std::process::ExitCode;
 

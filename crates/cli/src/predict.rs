@@ -13,7 +13,7 @@ use tiles::{GeoRef, Mask, Raster, RasterData};
 use crate::device::{DeviceArg, on_device};
 use crate::model_source::ModelSource;
 use crate::npy;
-use crate::window::{Blender, classes_of, origins, probabilities};
+use infer::{Windows, class_colour, classes_of, predict_windows, probabilities};
 
 /// Arguments of `segfit predict`.
 #[derive(Args, Debug)]
@@ -74,13 +74,6 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     on_device!(args.device, predict_on(args, &source))
 }
 
-/// Window size and overlap the run uses.
-struct Windows {
-    tile: [usize; 2],
-    overlap: usize,
-    batch: usize,
-}
-
 fn predict_on<B: Backend>(
     args: &PredictArgs,
     source: &ModelSource,
@@ -91,23 +84,12 @@ fn predict_on<B: Backend>(
         .tile
         .map(|t| [t, t])
         .unwrap_or_else(|| source.window(512));
-    ensure!(
-        tile[0] >= 4 && tile[1] >= 4,
-        "--tile {} is too small; use at least 32 (the model works at 1/4 resolution)",
-        tile[0]
-    );
-    let overlap = args.overlap.unwrap_or(tile[0].min(tile[1]) / 4);
-    ensure!(
-        overlap < tile[0].min(tile[1]),
-        "--overlap {overlap} must be smaller than the window ({}x{})",
-        tile[0],
-        tile[1]
-    );
-    let windows = Windows {
-        tile,
-        overlap,
-        batch: args.batch_size,
-    };
+    let windows = Windows::new(tile, args.overlap, args.batch_size).with_context(|| {
+        format!(
+            "--tile {}x{}, --overlap {:?}",
+            tile[0], tile[1], args.overlap
+        )
+    })?;
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     if let Some(path) = &args.pixel_values {
@@ -139,7 +121,7 @@ fn predict_on<B: Backend>(
             .process(&image, None)
             .with_context(|| format!("preprocessing {}", file.display()))?;
         let (h, w) = (image.height, image.width);
-        let logits = infer(
+        let logits = predict_windows(
             &model,
             &processed.pixel_values,
             [bands, h, w],
@@ -220,7 +202,7 @@ fn predict_tensor<B: Backend>(
     let mut all = Vec::with_capacity(n * k * h * w);
     for item in 0..n {
         let pixels = &data[item * c * h * w..(item + 1) * c * h * w];
-        let logits = infer(model, pixels, [c, h, w], windows, device)?;
+        let logits = predict_windows(model, pixels, [c, h, w], windows, device)?;
         let mask =
             Mask::new(w, h, classes_of(&logits, k, h * w)).expect("mask sized from the logits");
         let name = if n == 1 {
@@ -241,59 +223,6 @@ fn predict_tensor<B: Backend>(
         args.output.display()
     );
     Ok(())
-}
-
-/// Blended full-resolution logits of one image.
-///
-/// # Shapes
-/// `pixels`: `[C, H, W]` → `[classes, H, W]`
-fn infer<B: Backend>(
-    model: &Segformer<B>,
-    pixels: &[f32],
-    [c, h, w]: [usize; 3],
-    windows: &Windows,
-    device: &B::Device,
-) -> Result<Vec<f32>> {
-    let k = model.num_labels();
-    let (th, tw) = (windows.tile[0].min(h), windows.tile[1].min(w));
-    let mut blender = Blender::new(k, h, w);
-    let spots: Vec<(usize, usize)> = origins(h, th, windows.overlap)
-        .into_iter()
-        .flat_map(|y| {
-            origins(w, tw, windows.overlap)
-                .into_iter()
-                .map(move |x| (y, x))
-        })
-        .collect();
-    for group in spots.chunks(windows.batch) {
-        let mut batch = Vec::with_capacity(group.len() * c * th * tw);
-        for &(y0, x0) in group {
-            for band in 0..c {
-                for y in y0..y0 + th {
-                    let row = (band * h + y) * w;
-                    batch.extend_from_slice(&pixels[row + x0..row + x0 + tw]);
-                }
-            }
-        }
-        let x = Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
-        // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
-        let logits = train::upsample_logits(model.forward(x), [th, tw]);
-        let values: Vec<f32> = logits
-            .into_data()
-            .convert::<f32>()
-            .to_vec()
-            .map_err(|e| anyhow::anyhow!("reading logits back from the device: {e:?}"))?;
-        for (i, &(y0, x0)) in group.iter().enumerate() {
-            blender.add(
-                &values[i * k * th * tw..(i + 1) * k * th * tw],
-                y0,
-                x0,
-                th,
-                tw,
-            );
-        }
-    }
-    Ok(blender.finish())
 }
 
 /// Writes the mask (and the optional rasters) of `file`; returns the mask's path.
@@ -344,18 +273,9 @@ fn write_outputs(
     Ok(out)
 }
 
-/// The image (first three bands, contrast-stretched unless 8-bit) with class colours at 50%.
+/// The image (first three bands, contrast-stretched unless 8-bit) with class colours at 50%
+/// (class 0, the background, left unpainted).
 fn overlay(image: &Raster, classes: &[u8]) -> Raster {
-    const PALETTE: [[u8; 3]; 8] = [
-        [0, 0, 0],
-        [255, 215, 0],
-        [34, 139, 34],
-        [220, 20, 60],
-        [30, 144, 255],
-        [148, 0, 211],
-        [255, 140, 0],
-        [0, 206, 209],
-    ];
     let (h, w, b) = (image.height, image.width, image.bands);
     let bands: Vec<usize> = (0..3).map(|i| i.min(b - 1)).collect();
     let values = image.to_f32();
@@ -379,7 +299,7 @@ fn overlay(image: &Raster, classes: &[u8]) -> Raster {
         .collect();
     let mut rgb = Vec::with_capacity(h * w * 3);
     for (i, &class) in classes.iter().enumerate() {
-        let colour = PALETTE[class as usize % PALETTE.len()];
+        let colour = class_colour(class);
         for (j, &band) in bands.iter().enumerate() {
             let (lo, hi) = range[j];
             let v = ((values[i * b + band] - lo) / (hi - lo) * 255.0).clamp(0.0, 255.0);

@@ -19,6 +19,9 @@ pub enum TrainError {
         /// What failed.
         source: augment::AugmentError,
     },
+    /// Inference (evaluation, overlays) failed.
+    #[error(transparent)]
+    Infer(#[from] infer::InferError),
     /// Model weights could not be loaded or saved.
     #[error(transparent)]
     Weights(#[from] segformer::WeightsError),

@@ -22,34 +22,30 @@ mod data;
 mod device;
 mod error;
 mod io;
-mod metrics;
 mod model;
 mod optim;
 mod plan;
 mod plot;
 mod report;
+mod run_data;
 mod scaler;
 mod schedule;
 mod trainer;
 
-pub use checkpoint::{TrainerState, load_trainer_state, save_checkpoint};
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
-pub use data::{Loader, LoaderOptions, SampleSource, epoch_order};
+pub use data::{Loader, LoaderOptions, SampleSource};
 #[cfg(feature = "cuda")]
 pub use device::cuda_memory;
 pub use device::{Device, fit_memory, run};
 pub use error::TrainError;
-pub use metrics::{ConfusionMatrix, SegMetrics};
-pub use model::{build_model, model_config, preset, upsample_logits};
+pub use infer::EvalResult;
+pub use model::{build_model, model_config, preset};
 pub use optim::{AdamW, AdamWConfig, StepStats};
 pub use plan::{
     FitChoice, Kernels, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory,
     fit_budget, parse_bytes,
 };
-pub use report::{EpochRecord, Reporter, StepRecord};
 pub use scaler::GradScaler;
 pub use schedule::{ScheduleConfig, ScheduleKind};
-pub use trainer::{
-    EvalResult, RunOptions, RunSummary, can_resume, evaluate_model, normalize_with_dataset_stats,
-    predict_classes, train,
-};
+pub use run_data::normalize_with_dataset_stats;
+pub use trainer::{RunOptions, RunSummary, can_resume, train};

@@ -1,9 +1,6 @@
 //! Building the model a config asks for: a preset, or an HF directory's weights.
 
-use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn::tensor::module::interpolate;
-use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
 use segformer::{LoadReport, Segformer, SegformerConfig};
 
 use crate::config::ModelConfig;
@@ -85,20 +82,4 @@ pub fn model_config(
         Some(_) => {}
     }
     Ok(config)
-}
-
-/// Logits upsampled bilinearly (`align_corners = false`, like HF's post-processing) to `size`.
-///
-/// # Shapes
-/// `[batch, classes, h, w]` → `[batch, classes, size[0], size[1]]`
-pub fn upsample_logits<B: Backend>(logits: Tensor<B, 4>, size: [usize; 2]) -> Tensor<B, 4> {
-    let [_, _, h, w] = logits.dims();
-    if [h, w] == size {
-        return logits;
-    }
-    interpolate(
-        logits,
-        size,
-        InterpolateOptions::new(InterpolateMode::Bilinear).with_align_corners(false),
-    )
 }

@@ -186,25 +186,6 @@ fn short(v: f64) -> String {
     }
 }
 
-/// A palette colour per class (class 0 dark, then distinct hues; ignore = black).
-pub(crate) fn class_colour(c: u8) -> [u8; 3] {
-    const P: [[u8; 3]; 8] = [
-        [40, 40, 40],
-        [0, 200, 80],
-        [30, 120, 255],
-        [255, 200, 0],
-        [230, 50, 50],
-        [160, 80, 255],
-        [0, 220, 220],
-        [255, 120, 200],
-    ];
-    if c == 255 {
-        [0, 0, 0]
-    } else {
-        P[c as usize % P.len()]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use burn::module::Module;
 use burn::tensor::backend::Backend;
 use indicatif::{ProgressBar, ProgressStyle};
+use infer::{SegMetrics, batch_tensors, class_colour, predict_classes};
 use segformer::Segformer;
 use serde::Serialize;
 use tiles::Raster;
@@ -17,9 +18,7 @@ use crate::config::TrainConfig;
 use crate::data::SampleSource;
 use crate::error::TrainError;
 use crate::io::write_atomic;
-use crate::metrics::SegMetrics;
-use crate::plot::{Canvas, class_colour, line_chart};
-use crate::trainer::{batch_tensors, predict_classes};
+use crate::plot::{Canvas, line_chart};
 
 /// One logged optimizer step.
 #[derive(Clone, Debug, Serialize)]

@@ -1,30 +1,33 @@
-//! The training loop.
+//! The training loop, as a [`Trainer`] that the run drives epoch by epoch.
 //!
-//! Per micro-batch: forward, loss, backward, gradients added to the group's; per group of
-//! `accumulation_steps` micro-batches: one optimizer step. Nothing from a step outlives it: the
-//! loss is read back as a plain `f32` and the graph is consumed by `backward`.
+//! Per micro-batch ([`Trainer::micro_batch`]): forward, loss, backward, gradients added to the
+//! group's. Per group of `accumulation_steps` micro-batches ([`Trainer::optimizer_step`]): one
+//! AdamW step, whose [`StepOutcome`] says whether it was applied. Per epoch
+//! ([`Trainer::end_epoch`]): evaluation when due, metrics, plots and checkpoints. Nothing from
+//! a step outlives it: the loss is read back as a plain `f32` and the graph is consumed by
+//! `backward`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use augment::{Batch, Pipeline, PipelineConfig, SegformerProcessor};
+use augment::Batch;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::ToElement;
+use burn::tensor::FloatDType;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{FloatDType, Int, Tensor, TensorData};
+use infer::{EvalResult, batch_tensors};
 use segformer::Segformer;
-use tiles::SegDataset;
 
 use crate::checkpoint::{RunDir, TrainerState, load_trainer_state, save_checkpoint};
-use crate::config::{Precision, TrainConfig};
+use crate::config::{LoopConfig, Precision, TrainConfig};
 use crate::data::{Loader, LoaderOptions, SampleSource, epoch_order};
 use crate::error::TrainError;
-use crate::metrics::{ConfusionMatrix, SegMetrics};
-use crate::model::{build_model, upsample_logits};
+use crate::model::build_model;
 use crate::optim::AdamW;
 use crate::report::{EpochRecord, Reporter, StepRecord};
+use crate::run_data::{RunData, resolve_data};
 use crate::scaler::GradScaler;
 
 /// How to run: where to write, whether to resume.
@@ -51,440 +54,435 @@ pub struct RunSummary {
     pub best: Option<f64>,
 }
 
-/// Validation loss and metrics.
-#[derive(Clone, Debug)]
-pub struct EvalResult {
-    /// Mean loss over the validation batches.
-    pub loss: f64,
-    /// Metrics over every validation pixel.
-    pub metrics: SegMetrics,
-    /// The confusion matrix behind them.
-    pub confusion: ConfusionMatrix,
-}
-
-/// Datasets and preprocessing of a run, resolved from its config.
-pub(crate) struct RunData {
-    pub train: Arc<SampleSource>,
-    pub val: Arc<SampleSource>,
-    pub class_names: Vec<String>,
-    pub bands: usize,
-    pub audit: Option<tiles::AuditReport>,
-}
-
-pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
-    let open = |split: &str| match &cfg.data.classes {
-        Some(l) => SegDataset::open_with_labels(&cfg.data.root, split, l.clone()),
-        None => SegDataset::open(&cfg.data.root, split),
-    };
-    // Catch data mistakes (unpaired files, unmapped mask values, size mismatches) before any
-    // compute is spent; the prepared dataset's own label map is what gets audited.
-    let audit = match &cfg.data.classes {
-        None => Some(tiles::audit_prepared(&cfg.data.root)?),
-        Some(_) => None,
-    };
-    let train = open(&cfg.data.train_split)?;
-    let val = open(&cfg.data.val_split)?;
-    if train.is_empty() {
-        return Err(TrainError::Config(format!(
-            "the `{}` split of {} is empty; prepare data with `segfit prepare`",
-            cfg.data.train_split,
-            cfg.data.root.display()
-        )));
-    }
-    let class_names = train.labels().class_names();
-    let first = train.get(0)?;
-    let bands = first.image.bands;
-    let [h, w] = cfg.data.size;
-    let mut processor = SegformerProcessor {
-        size: Some((h, w)),
-        ..Default::default()
-    };
-    if cfg.data.normalize == "dataset" {
-        let meta = train.meta().filter(|m| m.band_stats.len() == bands).ok_or_else(|| {
-            TrainError::Config(format!(
-                "`data.normalize = \"dataset\"` needs per-band statistics in {}/dataset.json; re-run `segfit prepare`",
-                cfg.data.root.display()
-            ))
-        })?;
-        normalize_with_dataset_stats(&mut processor, meta);
-    } else if bands != 3 {
-        return Err(TrainError::Config(format!(
-            "the images have {bands} bands but `data.normalize = \"imagenet\"` has statistics for 3; \
-             set data.normalize = \"dataset\""
-        )));
-    }
-    let pipeline = Pipeline::new(&cfg.augment)?;
-    let seed = cfg.train.seed;
-    Ok(RunData {
-        train: Arc::new(SampleSource {
-            dataset: train,
-            pipeline,
-            processor: processor.clone(),
-            seed,
-        }),
-        val: Arc::new(SampleSource {
-            dataset: val,
-            pipeline: Pipeline::new(&PipelineConfig::default())?,
-            processor,
-            seed,
-        }),
-        class_names,
-        bands,
-        audit,
-    })
-}
-
-/// Sets the processor's mean/std to the dataset's per-band statistics, in rescaled units (the
-/// processor divides by the sample type's maximum first).
-pub fn normalize_with_dataset_stats(processor: &mut SegformerProcessor, meta: &tiles::DatasetMeta) {
-    let max = meta.sample_kind.max_value() as f64;
-    processor.image_mean = meta
-        .band_stats
-        .iter()
-        .map(|s| (s.mean / max) as f32)
-        .collect();
-    processor.image_std = meta
-        .band_stats
-        .iter()
-        .map(|s| (s.std.max(1e-6) / max) as f32)
-        .collect();
-}
-
 /// Trains the model `cfg` describes on backend `B`, writing everything under `opts.run_dir`.
 pub fn train<B: AutodiffBackend>(
     cfg: &TrainConfig,
     opts: &RunOptions,
     device: &B::Device,
 ) -> Result<RunSummary, TrainError> {
-    let run = RunDir(opts.run_dir.clone());
-    std::fs::create_dir_all(&opts.run_dir).map_err(|e| TrainError::io(&opts.run_dir, e))?;
-    let data = resolve_data(cfg)?;
-    let t = &cfg.train;
-    let compute = match t.precision {
-        Precision::F32 => None,
-        Precision::Bf16 => Some(FloatDType::BF16),
-        Precision::F16 => Some(FloatDType::F16),
-    };
-    let use_scaler = t.precision == Precision::F16;
+    let mut trainer = Trainer::<B>::new(cfg, opts, device)?;
+    while trainer.state.epoch < cfg.train.epochs && !trainer.out_of_steps() {
+        trainer.run_epoch()?;
+    }
+    Ok(trainer.finish())
+}
 
-    B::seed(device, t.seed);
-    let (mut model, report) = build_model::<B>(&cfg.model, &data.class_names, data.bands, device)?;
-    let mut optim = AdamW::<B>::new(cfg.optimizer.clone());
-    let mut state = TrainerState {
-        epoch: 0,
-        next_batch: 0,
-        step: 0,
-        optimizer_steps: 0,
-        best: None,
-        bad_steps: 0,
-        skipped_steps: 0,
-        scaler: GradScaler::default(),
-    };
-    if opts.resume {
-        let last = run.last();
-        let (m, _) = segformer::load_hf_dir::<B>(&last, device)?;
-        model = m;
-        let (s, tensors) = load_trainer_state(&last)?;
-        optim
-            .load_state(s.optimizer_steps, tensors, device)
-            .map_err(|reason| TrainError::Checkpoint {
-                path: last.clone(),
-                reason,
-            })?;
-        state = s;
+/// What one optimizer step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StepOutcome {
+    /// AdamW applied the group's gradients.
+    Applied,
+    /// f16 gradients overflowed: the step was skipped and the loss scale halved
+    /// (GradScaler semantics; not a sign of divergence).
+    Overflow,
+    /// A loss or gradient was not finite: the step was skipped (counts towards divergence).
+    NonFinite,
+}
+
+/// The micro-batches whose gradients are being accumulated for the next optimizer step.
+struct Group<B: AutodiffBackend> {
+    grads: GradientsAccumulator<Segformer<B>>,
+    /// Mean loss of the group so far (each micro-batch's loss divided by the group's size).
+    loss: f64,
+    /// Whether every micro-batch of the group had a finite loss.
+    finite: bool,
+}
+
+impl<B: AutodiffBackend> Group<B> {
+    fn new() -> Self {
+        Self {
+            grads: GradientsAccumulator::new(),
+            loss: 0.0,
+            finite: true,
+        }
     }
-    let mut model = model.with_compute_dtype(compute);
-    let mut reporter = Reporter::new(
-        &opts.run_dir,
-        cfg,
-        &data.class_names,
-        opts.resume,
-        state.step,
-    )?;
-    if let Some(a) = &data.audit {
-        reporter.note(&a.to_string());
-    }
-    if let Some(r) = &report {
-        reporter.note(&format!("loaded {}", r));
+}
+
+/// Running figures of the current epoch.
+struct EpochTally {
+    started: Instant,
+    images: usize,
+    /// Sum and count of the losses of applied steps.
+    loss: (f64, usize),
+}
+
+impl EpochTally {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            images: 0,
+            loss: (0.0, 0),
+        }
     }
 
-    let n_train = data.train.dataset.len();
-    let batches_per_epoch = n_train.div_ceil(t.batch_size);
-    let steps_per_epoch = batches_per_epoch.div_ceil(t.accumulation_steps);
-    let mut total_steps = (t.epochs * steps_per_epoch) as u64;
-    if let Some(max) = t.max_steps {
-        total_steps = total_steps.min(max as u64);
+    fn mean_loss(&self) -> f64 {
+        match self.loss {
+            (_, 0) => f64::NAN,
+            (sum, n) => sum / n as f64,
+        }
     }
-    let epochs = t.epochs;
-    let mut last_eval = None;
+}
 
-    'epochs: while state.epoch < epochs && state.step < total_steps {
-        let epoch = state.epoch;
-        let order = epoch_order(n_train, t.seed, epoch as u64, true);
-        let loader = Loader::new(
-            data.train.clone(),
-            order,
-            epoch as u64,
-            LoaderOptions {
-                batch_size: t.batch_size,
-                start_batch: state.next_batch,
-                workers: t.workers,
-                prefetch: t.prefetch,
-            },
-        );
-        reporter.start_epoch(
-            epoch,
-            loader.remaining_batches().div_ceil(t.accumulation_steps),
-        );
-        let mut accumulator = GradientsAccumulator::<Segformer<B>>::new();
-        let mut group_loss = 0.0f64;
-        let mut group_finite = true;
-        let mut epoch_loss = (0.0f64, 0usize);
-        let started = Instant::now();
-        let mut images = 0usize;
-        let first_batch = state.next_batch;
+/// One training run in progress: the model, its optimizer and the loop's position.
+pub(crate) struct Trainer<'a, B: AutodiffBackend> {
+    cfg: &'a TrainConfig,
+    run: RunDir,
+    device: B::Device,
+    data: RunData,
+    /// Always `Some` between calls: AdamW takes the model by value for its step.
+    model: Option<Segformer<B>>,
+    optim: AdamW<B>,
+    state: TrainerState,
+    reporter: Reporter,
+    batches_per_epoch: usize,
+    total_steps: u64,
+    /// f16: scale the loss so small gradients survive; AdamW unscales them.
+    use_scaler: bool,
+    group: Group<B>,
+    tally: EpochTally,
+    last_eval: Option<EvalResult>,
+}
+
+impl<'a, B: AutodiffBackend> Trainer<'a, B> {
+    /// Resolves the data, builds (or, with `opts.resume`, reloads) the model and the optimizer,
+    /// and opens the run's log.
+    pub(crate) fn new(
+        cfg: &'a TrainConfig,
+        opts: &RunOptions,
+        device: &B::Device,
+    ) -> Result<Self, TrainError> {
+        let run = RunDir(opts.run_dir.clone());
+        std::fs::create_dir_all(&opts.run_dir).map_err(|e| TrainError::io(&opts.run_dir, e))?;
+        let data = resolve_data(cfg)?;
+        let t = &cfg.train;
+        let compute = match t.precision {
+            Precision::F32 => None,
+            Precision::Bf16 => Some(FloatDType::BF16),
+            Precision::F16 => Some(FloatDType::F16),
+        };
+        B::seed(device, t.seed);
+        let (mut model, report) =
+            build_model::<B>(&cfg.model, &data.class_names, data.bands, device)?;
+        let mut optim = AdamW::<B>::new(cfg.optimizer.clone());
+        let mut state = TrainerState {
+            epoch: 0,
+            next_batch: 0,
+            step: 0,
+            optimizer_steps: 0,
+            best: None,
+            bad_steps: 0,
+            skipped_steps: 0,
+            scaler: GradScaler::default(),
+        };
+        if opts.resume {
+            let last = run.last();
+            model = segformer::load_hf_dir::<B>(&last, device)?.0;
+            let (s, tensors) = load_trainer_state(&last)?;
+            optim
+                .load_state(s.optimizer_steps, tensors, device)
+                .map_err(|reason| TrainError::Checkpoint {
+                    path: last.clone(),
+                    reason,
+                })?;
+            state = s;
+        }
+        let model = model.with_compute_dtype(compute);
+        let reporter = Reporter::new(
+            &opts.run_dir,
+            cfg,
+            &data.class_names,
+            opts.resume,
+            state.step,
+        )?;
+        if let Some(a) = &data.audit {
+            reporter.note(&a.to_string());
+        }
+        if let Some(r) = &report {
+            reporter.note(&format!("loaded {r}"));
+        }
+        let batches_per_epoch = data.train.dataset.len().div_ceil(t.batch_size);
+        let steps_per_epoch = batches_per_epoch.div_ceil(t.accumulation_steps);
+        let mut total_steps = (t.epochs * steps_per_epoch) as u64;
+        if let Some(max) = t.max_steps {
+            total_steps = total_steps.min(max as u64);
+        }
+        Ok(Self {
+            cfg,
+            run,
+            device: device.clone(),
+            data,
+            model: Some(model),
+            optim,
+            state,
+            reporter,
+            batches_per_epoch,
+            total_steps,
+            use_scaler: t.precision == Precision::F16,
+            group: Group::new(),
+            tally: EpochTally::new(),
+            last_eval: None,
+        })
+    }
+
+    fn model(&self) -> &Segformer<B> {
+        self.model
+            .as_ref()
+            .expect("the model is back after every step")
+    }
+
+    fn out_of_steps(&self) -> bool {
+        self.state.step >= self.total_steps
+    }
+
+    /// Trains the rest of the current epoch (from `state.next_batch`), then ends it.
+    fn run_epoch(&mut self) -> Result<(), TrainError> {
+        let t = &self.cfg.train;
+        let epoch = self.state.epoch as u64;
+        let order = epoch_order(self.data.train.dataset.len(), t.seed, epoch, true);
+        let first_batch = self.state.next_batch;
+        let options = LoaderOptions {
+            batch_size: t.batch_size,
+            start_batch: first_batch,
+            workers: t.workers,
+            prefetch: t.prefetch,
+        };
+        let loader = Loader::new(self.data.train.clone(), order, epoch, options);
+        let steps = loader.remaining_batches().div_ceil(t.accumulation_steps);
+        self.reporter.start_epoch(self.state.epoch, steps);
+        self.group = Group::new();
+        self.tally = EpochTally::new();
         for (offset, batch) in loader.enumerate() {
             let b = first_batch + offset;
-            let batch = batch?;
-            let group_start = b / t.accumulation_steps * t.accumulation_steps;
-            let group_len = t.accumulation_steps.min(batches_per_epoch - group_start);
-            // Dropout and drop path draw from the backend RNG: reseed per micro-batch so a resumed
-            // run draws exactly what the uninterrupted one would have.
-            B::seed(device, mix(t.seed, epoch as u64, b as u64));
-            let (x, y) = batch_tensors::<B>(&batch, device);
-            images += batch.n;
-            let loss = model.loss(model.forward(x), y);
-            let loss_value = loss.clone().into_scalar().to_f64();
-            if loss_value.is_finite() {
-                group_loss += loss_value / group_len as f64;
-                // f16: scale the loss so small gradients survive; AdamW unscales them.
-                let scale = if use_scaler {
-                    state.scaler.scale()
-                } else {
-                    1.0
-                };
-                let grads = loss.mul_scalar(scale / group_len as f64).backward();
-                accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
-            } else {
-                group_finite = false; // the graph is dropped here, unused
-            }
-            if b + 1 < group_start + group_len {
+            self.micro_batch(b, &batch?);
+            if b + 1 < self.group_end(b) {
                 continue;
             }
-            // End of a group: one optimizer step.
-            let grads = accumulator.grads();
-            let lr = cfg
-                .schedule
-                .lr(cfg.optimizer.lr, state.step as usize, total_steps as usize);
-            let grad_scale = if use_scaler {
-                1.0 / state.scaler.scale()
-            } else {
-                1.0
-            };
-            let applied = if group_finite {
-                let (m, stats) = optim.step(lr, model, grads, grad_scale);
-                model = m;
-                stats.applied
-            } else {
-                false
-            };
-            state.step += 1;
-            state.next_batch = b + 1;
-            // GradScaler semantics: an f16 overflow halves the scale and skips the step; it only
-            // counts towards divergence when the loss itself was not finite.
-            let overflow_only = use_scaler && group_finite && !applied;
-            if use_scaler {
-                state.scaler.update(applied);
-            }
-            if overflow_only {
-                state.skipped_steps += 1;
-                reporter.note(&format!(
-                    "step {}: f16 gradient overflow, step skipped, loss scale now {}",
-                    state.step,
-                    state.scaler.scale()
-                ));
-            } else if applied {
-                state.bad_steps = 0;
-                state.optimizer_steps = optim.steps();
-                epoch_loss.0 += group_loss;
-                epoch_loss.1 += 1;
-            } else {
-                state.bad_steps += 1;
-                state.skipped_steps += 1;
-                reporter.note(&format!(
-                    "step {}: non-finite loss or gradient, step skipped",
-                    state.step
-                ));
-                if state.bad_steps >= t.max_bad_steps {
-                    return Err(TrainError::Diverged {
-                        step: state.step,
-                        count: state.bad_steps,
-                    });
-                }
-            }
-            let throughput = images as f64 / started.elapsed().as_secs_f64().max(1e-9);
-            reporter.step(&StepRecord {
-                epoch,
-                step: state.step,
-                loss: group_loss,
-                lr,
-                images_per_s: throughput,
-            });
-            group_loss = 0.0;
-            group_finite = true;
-            if t.checkpoint_every > 0 && state.step.is_multiple_of(t.checkpoint_every as u64) {
-                save_checkpoint(&run.last(), &model, &optim, &state)?;
-            }
-            if state.step >= total_steps {
+            let lr = self.lr();
+            let outcome = self.optimizer_step(lr, b + 1);
+            self.after_step(outcome, lr)?;
+            if self.out_of_steps() {
                 break;
             }
         }
-        let finished_epoch = state.next_batch >= batches_per_epoch;
-        if finished_epoch {
-            state.epoch += 1;
-            state.next_batch = 0;
+        self.end_epoch()
+    }
+
+    /// One past the last micro-batch of the accumulation group of micro-batch `b` (the last
+    /// group of an epoch may be short).
+    fn group_end(&self, b: usize) -> usize {
+        let k = self.cfg.train.accumulation_steps;
+        let start = b / k * k;
+        start + k.min(self.batches_per_epoch - start)
+    }
+
+    /// Forward, loss and backward of micro-batch `b` of the epoch; its gradients join the
+    /// group's. A non-finite loss marks the group instead (its graph is dropped unused).
+    pub(crate) fn micro_batch(&mut self, b: usize, batch: &Batch) {
+        let t = &self.cfg.train;
+        let group_start = b / t.accumulation_steps * t.accumulation_steps;
+        let group_len = (self.group_end(b) - group_start) as f64;
+        // Dropout and drop path draw from the backend RNG: reseed per micro-batch so a resumed
+        // run draws exactly what the uninterrupted one would have.
+        B::seed(&self.device, mix(t.seed, self.state.epoch as u64, b as u64));
+        let (x, y) = batch_tensors::<B>(batch, &self.device);
+        self.tally.images += batch.n;
+        let model = self
+            .model
+            .as_ref()
+            .expect("the model is back after every step");
+        let loss = model.loss(model.forward(x), y);
+        let value = loss.clone().into_scalar().to_f64();
+        if !value.is_finite() {
+            self.group.finite = false;
+            return;
         }
-        let train_loss = if epoch_loss.1 > 0 {
-            epoch_loss.0 / epoch_loss.1 as f64
+        self.group.loss += value / group_len;
+        let scale = if self.use_scaler {
+            self.state.scaler.scale()
         } else {
-            f64::NAN
+            1.0
         };
-        let evaluate = finished_epoch
-            && (state.epoch.is_multiple_of(t.eval_every.max(1)) || state.epoch >= epochs)
-            || state.step >= total_steps;
-        if evaluate {
-            let inner = model.valid();
-            let eval = evaluate_model(
-                &inner,
-                &data.val,
-                t.batch_size,
-                t.workers,
-                t.prefetch,
-                &mut reporter,
-            )?;
-            let value = selection_value(&t.best_metric, &eval);
-            let improved = match state.best {
-                None => value.is_finite(),
-                Some(best) => better(&t.best_metric, value, best),
-            };
-            if improved {
-                state.best = Some(value);
-            }
-            reporter.epoch(&EpochRecord {
-                epoch,
-                step: state.step,
-                train_loss,
-                val_loss: eval.loss,
-                metrics: eval.metrics.clone(),
-                seconds: started.elapsed().as_secs_f64(),
-            })?;
-            reporter.overlays(&inner, &data.val, t.overlay_samples)?;
-            save_checkpoint(&run.last(), &model, &optim, &state)?;
-            if improved {
-                save_checkpoint(&run.best(), &model, &optim, &state)?;
-            }
-            last_eval = Some(eval);
+        let grads = loss.mul_scalar(scale / group_len).backward();
+        let grads = GradientsParams::from_grads(grads, model);
+        self.group.grads.accumulate(model, grads);
+    }
+
+    /// The learning rate of the next optimizer step.
+    fn lr(&self) -> f64 {
+        let c = self.cfg;
+        c.schedule.lr(
+            c.optimizer.lr,
+            self.state.step as usize,
+            self.total_steps as usize,
+        )
+    }
+
+    /// One AdamW step on the group's gradients at `lr`; the epoch continues at `next_batch`.
+    pub(crate) fn optimizer_step(&mut self, lr: f64, next_batch: usize) -> StepOutcome {
+        let grads = self.group.grads.grads();
+        let grad_scale = if self.use_scaler {
+            1.0 / self.state.scaler.scale()
         } else {
-            save_checkpoint(&run.last(), &model, &optim, &state)?;
+            1.0
+        };
+        let applied = self.group.finite && {
+            let model = self
+                .model
+                .take()
+                .expect("the model is back after every step");
+            let (model, stats) = self.optim.step(lr, model, grads, grad_scale);
+            self.model = Some(model);
+            stats.applied
+        };
+        let state = &mut self.state;
+        state.step += 1;
+        state.next_batch = next_batch;
+        if self.use_scaler {
+            state.scaler.update(applied);
         }
-        if state.step >= total_steps {
-            break 'epochs;
+        if applied {
+            state.bad_steps = 0;
+            state.optimizer_steps = self.optim.steps();
+            StepOutcome::Applied
+        } else {
+            state.skipped_steps += 1;
+            // An f16 overflow with finite losses only halves the scale; anything else counts
+            // towards divergence.
+            if self.use_scaler && self.group.finite {
+                StepOutcome::Overflow
+            } else {
+                state.bad_steps += 1;
+                StepOutcome::NonFinite
+            }
         }
     }
-    reporter.finish();
-    Ok(RunSummary {
-        run_dir: opts.run_dir.clone(),
-        steps: state.step,
-        skipped_steps: state.skipped_steps,
-        last_eval,
-        best: state.best,
-    })
+
+    /// Logs the step, stops a diverging run, writes the periodic checkpoint, and starts the
+    /// next group.
+    fn after_step(&mut self, outcome: StepOutcome, lr: f64) -> Result<(), TrainError> {
+        let t = &self.cfg.train;
+        let step = self.state.step;
+        match outcome {
+            StepOutcome::Applied => {
+                self.tally.loss.0 += self.group.loss;
+                self.tally.loss.1 += 1;
+            }
+            StepOutcome::Overflow => self.reporter.note(&format!(
+                "step {step}: f16 gradient overflow, step skipped, loss scale now {}",
+                self.state.scaler.scale()
+            )),
+            StepOutcome::NonFinite => {
+                self.reporter.note(&format!(
+                    "step {step}: non-finite loss or gradient, step skipped"
+                ));
+                if self.state.bad_steps >= t.max_bad_steps {
+                    return Err(TrainError::Diverged {
+                        step,
+                        count: self.state.bad_steps,
+                    });
+                }
+            }
+        }
+        let elapsed = self.tally.started.elapsed().as_secs_f64().max(1e-9);
+        self.reporter.step(&StepRecord {
+            epoch: self.state.epoch,
+            step,
+            loss: self.group.loss,
+            lr,
+            images_per_s: self.tally.images as f64 / elapsed,
+        });
+        self.group.loss = 0.0;
+        self.group.finite = true;
+        if t.checkpoint_every > 0 && step.is_multiple_of(t.checkpoint_every as u64) {
+            self.save(&self.run.last())?;
+        }
+        Ok(())
+    }
+
+    /// Closes the epoch (or the run, when its steps are spent mid-epoch): evaluates when due,
+    /// logs the epoch and writes `last` (and `best` when the selection metric improved).
+    pub(crate) fn end_epoch(&mut self) -> Result<(), TrainError> {
+        let t = &self.cfg.train;
+        let epoch = self.state.epoch;
+        let finished = self.state.next_batch >= self.batches_per_epoch;
+        if finished {
+            self.state.epoch += 1;
+            self.state.next_batch = 0;
+        }
+        let due =
+            self.state.epoch.is_multiple_of(t.eval_every.max(1)) || self.state.epoch >= t.epochs;
+        if !(finished && due || self.out_of_steps()) {
+            return self.save(&self.run.last());
+        }
+        let inner = self.model().valid();
+        let eval = evaluate_split(&inner, &self.data.val, t, &mut self.reporter)?;
+        let value = selection_value(&t.best_metric, &eval);
+        let improved = match self.state.best {
+            None => value.is_finite(),
+            Some(best) => better(&t.best_metric, value, best),
+        };
+        if improved {
+            self.state.best = Some(value);
+        }
+        self.reporter.epoch(&EpochRecord {
+            epoch,
+            step: self.state.step,
+            train_loss: self.tally.mean_loss(),
+            val_loss: eval.loss,
+            metrics: eval.metrics.clone(),
+            seconds: self.tally.started.elapsed().as_secs_f64(),
+        })?;
+        self.reporter
+            .overlays(&inner, &self.data.val, t.overlay_samples)?;
+        self.save(&self.run.last())?;
+        if improved {
+            self.save(&self.run.best())?;
+        }
+        self.last_eval = Some(eval);
+        Ok(())
+    }
+
+    /// Writes model, optimizer and loop state to the checkpoint directory `dir`.
+    fn save(&self, dir: &Path) -> Result<(), TrainError> {
+        save_checkpoint(dir, self.model(), &self.optim, &self.state)
+    }
+
+    /// Closes the log and reports the run.
+    fn finish(mut self) -> RunSummary {
+        self.reporter.finish();
+        RunSummary {
+            run_dir: self.run.0.clone(),
+            steps: self.state.step,
+            skipped_steps: self.state.skipped_steps,
+            last_eval: self.last_eval,
+            best: self.state.best,
+        }
+    }
 }
 
-/// Loss and metrics of `model` over every sample of `source` (no autodiff: nothing is recorded).
-pub fn evaluate_model<B: Backend>(
+/// Loss and metrics over every sample of `source`, through the one evaluation loop,
+/// [`infer::evaluate`] (`model` without autodiff: nothing is recorded).
+fn evaluate_split<B: Backend>(
     model: &Segformer<B>,
     source: &Arc<SampleSource>,
-    batch_size: usize,
-    workers: usize,
-    prefetch: usize,
+    t: &LoopConfig,
     reporter: &mut Reporter,
 ) -> Result<EvalResult, TrainError> {
     let device = model.devices().into_iter().next().unwrap_or_default();
-    let n = source.dataset.len();
+    let options = LoaderOptions {
+        batch_size: t.batch_size,
+        start_batch: 0,
+        workers: t.workers,
+        prefetch: t.prefetch,
+    };
     let loader = Loader::new(
         source.clone(),
-        (0..n).collect(),
+        (0..source.dataset.len()).collect(),
         0,
-        LoaderOptions {
-            batch_size,
-            start_batch: 0,
-            workers,
-            prefetch,
-        },
+        options,
     );
     reporter.start_eval(loader.remaining_batches());
-    let num_classes = model.num_labels().max(2);
-    let ignore = model.config().semantic_loss_ignore_index;
-    let mut confusion = ConfusionMatrix::new(num_classes, ignore);
-    let (mut loss_sum, mut batches) = (0.0f64, 0usize);
-    for batch in loader {
-        let batch = batch?;
-        let (x, y) = batch_tensors::<B>(&batch, &device);
-        let logits = model.forward(x);
-        loss_sum += model.loss(logits.clone(), y).into_scalar().to_f64();
-        batches += 1;
-        let pred = predict_classes(logits, [batch.h, batch.w]);
-        let pred: Vec<i64> = pred
-            .into_data()
-            .convert::<i64>()
-            .to_vec()
-            .expect("int predictions");
-        confusion.update(batch.labels.as_deref().unwrap_or(&[]), &pred);
-        reporter.eval_batch();
-    }
-    Ok(EvalResult {
-        loss: loss_sum / batches.max(1) as f64,
-        metrics: confusion.metrics(),
-        confusion,
-    })
-}
-
-/// Class index per pixel at `size`: logits upsampled like HF's post-processing, then argmax
-/// (for a single-logit model, `logit > 0`).
-///
-/// # Shapes
-/// `[batch, classes, h, w]` → `[batch, size[0], size[1]]`
-pub fn predict_classes<B: Backend>(logits: Tensor<B, 4>, size: [usize; 2]) -> Tensor<B, 3, Int> {
-    let up = upsample_logits(logits, size);
-    let [n, c, h, w] = up.dims();
-    if c == 1 {
-        return up.greater_elem(0.0).int().reshape([n, h, w]);
-    }
-    up.argmax(1).reshape([n, h, w])
-}
-
-/// A collated batch as model input and labels.
-///
-/// # Shapes
-/// pixel values `[n, c, h, w]`, labels `[n, h, w]` (255 where the batch has none).
-pub(crate) fn batch_tensors<B: Backend>(
-    batch: &Batch,
-    device: &B::Device,
-) -> (Tensor<B, 4>, Tensor<B, 3, Int>) {
-    let x = Tensor::from_data(
-        TensorData::new(
-            batch.pixel_values.clone(),
-            [batch.n, batch.c, batch.h, batch.w],
-        ),
-        device,
-    );
-    let labels = batch
-        .labels
-        .clone()
-        .unwrap_or_else(|| vec![255; batch.n * batch.h * batch.w]);
-    let y = Tensor::from_data(TensorData::new(labels, [batch.n, batch.h, batch.w]), device);
-    (x, y)
+    infer::evaluate(model, loader, &device, || reporter.eval_batch())
 }
 
 fn selection_value(metric: &str, eval: &EvalResult) -> f64 {

@@ -1,0 +1,369 @@
+//! Sliding-window inference: where the windows go and how their logits are blended.
+//!
+//! Every window's logits (upsampled to the window's pixels) are multiplied by a 2-D Hann
+//! weight, `w(y, x) = hann(y) · hann(x)` with `hann(i) = sin²(π (i + ½) / n)`, and accumulated;
+//! the sum is divided by the accumulated weight. The weight is positive everywhere (so the image
+//! border, seen by one window only, is still defined) and falls smoothly towards each window's
+//! edge, so where windows meet their predictions fade into each other instead of leaving a seam.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+use segformer::{Segformer, SegformerConfig};
+
+use crate::error::InferError;
+use crate::postprocess::host;
+
+/// How an image is cut into model windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Windows {
+    /// Window height and width in pixels (clipped to the image where it is smaller).
+    pub tile: [usize; 2],
+    /// Pixels shared by neighbouring windows.
+    pub overlap: usize,
+    /// Windows run through the model at once.
+    pub batch: usize,
+}
+
+impl Windows {
+    /// Checked settings; `overlap` defaults to a quarter of the window's shorter side. Whether
+    /// the model can run windows this small is checked by [`predict_windows`], which knows the
+    /// model ([`min_input_side`]).
+    pub fn new(tile: [usize; 2], overlap: Option<usize>, batch: usize) -> Result<Self, InferError> {
+        if tile[0] == 0 || tile[1] == 0 {
+            return Err(InferError::Windows(format!(
+                "window {}x{} is empty",
+                tile[0], tile[1]
+            )));
+        }
+        let side = tile[0].min(tile[1]);
+        let overlap = overlap.unwrap_or(side / 4);
+        if overlap >= side {
+            return Err(InferError::Windows(format!(
+                "overlap {overlap} must be smaller than the window ({}x{})",
+                tile[0], tile[1]
+            )));
+        }
+        if batch == 0 {
+            return Err(InferError::Windows(
+                "windows per batch must be at least 1".into(),
+            ));
+        }
+        Ok(Self {
+            tile,
+            overlap,
+            batch,
+        })
+    }
+
+    /// The top-left corners of the windows over an `h × w` image, row by row, and the window
+    /// size there (the tile clipped to the image).
+    pub fn spots(&self, h: usize, w: usize) -> (Vec<(usize, usize)>, [usize; 2]) {
+        let (th, tw) = (self.tile[0].min(h), self.tile[1].min(w));
+        let xs = origins(w, tw, self.overlap);
+        let spots = origins(h, th, self.overlap)
+            .into_iter()
+            .flat_map(|y| xs.iter().map(move |&x| (y, x)))
+            .collect();
+        (spots, [th, tw])
+    }
+}
+
+/// The smallest input side `model` can run: every encoder stage's map must be at least as
+/// large as its sequence-reduction kernel (`sr_ratios`, 8 at the first stage of MiT-B0…B5,
+/// so 29 pixels there).
+pub fn min_input_side(config: &SegformerConfig) -> usize {
+    let fits = |side: usize| {
+        let mut n = side;
+        (0..config.num_encoder_blocks).all(|i| {
+            let (k, s) = (config.patch_sizes[i], config.strides[i]);
+            // PyTorch's conv arithmetic with padding k/2.
+            let padded = n + 2 * (k / 2);
+            if padded < k {
+                return false;
+            }
+            n = (padded - k) / s.max(1) + 1;
+            n >= config.sr_ratios[i].max(1)
+        })
+    };
+    (1..=4096).find(|&side| fits(side)).unwrap_or(4096)
+}
+
+/// Blended full-resolution logits of one preprocessed image: every window through the model
+/// (`windows.batch` at a time), its logits upsampled to the window's pixels like HF's
+/// post-processing, weighted and blended (see the module docs).
+///
+/// # Shapes
+/// - pixels: `[C, H, W]` (`C` = the model's `num_channels`)
+/// - output: `[classes, H, W]`
+pub fn predict_windows<B: Backend>(
+    model: &Segformer<B>,
+    pixels: &[f32],
+    [c, h, w]: [usize; 3],
+    windows: &Windows,
+    device: &B::Device,
+) -> Result<Vec<f32>, InferError> {
+    let bands = model.config().num_channels;
+    if c != bands || pixels.len() != c * h * w || h == 0 || w == 0 {
+        return Err(InferError::Shape(format!(
+            "pixel values of {} floats as [{c}, {h}, {w}] for a model that takes {bands} channels",
+            pixels.len()
+        )));
+    }
+    let k = model.num_labels();
+    let (spots, [th, tw]) = windows.spots(h, w);
+    let min = min_input_side(model.config());
+    if th.min(tw) < min {
+        return Err(InferError::Windows(format!(
+            "windows of {th}x{tw} pixels (image {h}x{w}, tile {}x{}) are smaller than the {min}x{min} \
+             this model needs; use larger windows, or pad the image to at least {min} pixels a side",
+            windows.tile[0], windows.tile[1]
+        )));
+    }
+    let mut blender = Blender::new(k, h, w);
+    for group in spots.chunks(windows.batch) {
+        let mut batch = Vec::with_capacity(group.len() * c * th * tw);
+        for &(y0, x0) in group {
+            for band in 0..c {
+                for y in y0..y0 + th {
+                    let row = (band * h + y) * w;
+                    batch.extend_from_slice(&pixels[row + x0..row + x0 + tw]);
+                }
+            }
+        }
+        let x = Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
+        // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
+        let logits = segformer::resize_bilinear(model.forward(x), [th, tw]);
+        let values: Vec<f32> = host(logits, "logits")?;
+        let size = k * th * tw;
+        for (i, &(y0, x0)) in group.iter().enumerate() {
+            blender.add(&values[i * size..(i + 1) * size], y0, x0, th, tw);
+        }
+    }
+    Ok(blender.finish())
+}
+
+/// Window origins along an axis of `len` pixels: windows of `tile` (at most `len`) with a stride
+/// of `tile - overlap`, the last one flush with the end.
+pub fn origins(len: usize, tile: usize, overlap: usize) -> Vec<usize> {
+    let tile = tile.min(len);
+    let stride = tile.saturating_sub(overlap).max(1);
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p + tile < len {
+        out.push(p);
+        p += stride;
+    }
+    out.push(len - tile);
+    out
+}
+
+/// `hann(i)` for `i in 0..n` (see the module docs).
+pub fn hann(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let s = (std::f64::consts::PI * (i as f64 + 0.5) / n as f64).sin();
+            (s * s) as f32
+        })
+        .collect()
+}
+
+/// Accumulates weighted window logits into a `[classes, height, width]` image.
+pub struct Blender {
+    classes: usize,
+    height: usize,
+    width: usize,
+    sum: Vec<f32>,
+    weight: Vec<f32>,
+}
+
+impl Blender {
+    /// An empty accumulator.
+    pub fn new(classes: usize, height: usize, width: usize) -> Self {
+        Self {
+            classes,
+            height,
+            width,
+            sum: vec![0.0; classes * height * width],
+            weight: vec![0.0; height * width],
+        }
+    }
+
+    /// Adds the logits of the `th × tw` window at `(y0, x0)`.
+    ///
+    /// # Shapes
+    /// `logits`: `[classes, th, tw]`
+    pub fn add(&mut self, logits: &[f32], y0: usize, x0: usize, th: usize, tw: usize) {
+        debug_assert_eq!(logits.len(), self.classes * th * tw);
+        let (wy, wx) = (hann(th), hann(tw));
+        let plane = self.height * self.width;
+        for y in 0..th {
+            for x in 0..tw {
+                let w = wy[y] * wx[x];
+                let at = (y0 + y) * self.width + x0 + x;
+                self.weight[at] += w;
+                for c in 0..self.classes {
+                    self.sum[c * plane + at] += w * logits[(c * th + y) * tw + x];
+                }
+            }
+        }
+    }
+
+    /// The blended logits.
+    ///
+    /// # Shapes
+    /// `[classes, height, width]`
+    pub fn finish(mut self) -> Vec<f32> {
+        let plane = self.height * self.width;
+        for c in 0..self.classes {
+            for (s, w) in self.sum[c * plane..(c + 1) * plane]
+                .iter_mut()
+                .zip(&self.weight)
+            {
+                *s /= *w;
+            }
+        }
+        self.sum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+
+    fn tiny_model() -> Segformer<Flex> {
+        let mut c = SegformerConfig::mit_b0().with_num_labels(3);
+        c.hidden_sizes = vec![8, 16, 24, 32];
+        c.num_attention_heads = vec![1, 2, 3, 4];
+        c.depths = vec![1, 1, 1, 1];
+        c.decoder_hidden_size = 16;
+        c.init::<Flex>(&Default::default()).unwrap()
+    }
+
+    fn pixels(c: usize, h: usize, w: usize) -> Vec<f32> {
+        (0..c * h * w)
+            .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
+            .collect()
+    }
+
+    #[test]
+    fn one_window_is_the_model_upsampled() {
+        // An image no larger than the window is one window: the blend divides by its own weight.
+        let model = tiny_model();
+        let device = Default::default();
+        let (h, w) = (40, 32);
+        let px = pixels(3, h, w);
+        let windows = Windows::new([64, 64], None, 2).unwrap();
+        let blended = predict_windows(&model, &px, [3, h, w], &windows, &device).unwrap();
+        let x = Tensor::<Flex, 4>::from_data(TensorData::new(px, [1, 3, h, w]), &device);
+        let direct: Vec<f32> = host(
+            segformer::resize_bilinear(model.forward(x), [h, w]),
+            "logits",
+        )
+        .unwrap();
+        assert_eq!(blended.len(), direct.len());
+        let worst = blended
+            .iter()
+            .zip(&direct)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "worst {worst}");
+    }
+
+    #[test]
+    fn batching_windows_does_not_change_the_result() {
+        let model = tiny_model();
+        let device = Default::default();
+        let px = pixels(3, 40, 64);
+        let one = Windows::new([32, 32], Some(8), 1).unwrap();
+        let many = Windows::new([32, 32], Some(8), 5).unwrap();
+        let a = predict_windows(&model, &px, [3, 40, 64], &one, &device).unwrap();
+        let b = predict_windows(&model, &px, [3, 40, 64], &many, &device).unwrap();
+        let worst = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "worst {worst}");
+        assert_eq!(one.spots(40, 64).0.len(), 2 * 3);
+    }
+
+    #[test]
+    fn bad_settings_and_shapes_are_errors() {
+        let err = |r: Result<Windows, InferError>| r.unwrap_err().to_string();
+        assert!(err(Windows::new([0, 64], None, 1)).contains("empty"));
+        assert!(err(Windows::new([64, 64], Some(64), 1)).contains("overlap 64"));
+        assert!(err(Windows::new([64, 64], None, 0)).contains("at least 1"));
+        let model = tiny_model();
+        let windows = Windows::new([32, 32], None, 1).unwrap();
+        let device = Default::default();
+        let e = predict_windows(&model, &[0.0; 4 * 8 * 8], [4, 8, 8], &windows, &device);
+        assert!(e.unwrap_err().to_string().contains("takes 3 channels"));
+        // A 20-pixel image is one 20x20 window: below what MiT's first stage can reduce.
+        let e = predict_windows(&model, &[0.0; 3 * 20 * 20], [3, 20, 20], &windows, &device);
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("smaller than the 29x29")
+        );
+    }
+
+    #[test]
+    fn min_input_side_is_the_first_size_the_model_runs() {
+        let model = tiny_model();
+        let min = min_input_side(model.config());
+        assert_eq!(
+            min, 29,
+            "MiT: ceil(29 / 4) = 8 = the first stage's reduction"
+        );
+        let device = Default::default();
+        let ok = Tensor::<Flex, 4>::zeros([1, 3, min, min], &device);
+        assert_eq!(model.forward(ok).dims(), [1, 3, 8, 8]);
+    }
+
+    #[test]
+    fn origins_cover_the_axis_and_end_flush() {
+        let check = |len, tile, overlap, expected: &[usize]| {
+            assert_eq!(origins(len, tile, overlap), expected)
+        };
+        check(64, 64, 16, &[0]);
+        check(40, 64, 16, &[0]);
+        check(100, 64, 16, &[0, 36]);
+        check(160, 64, 16, &[0, 48, 96]);
+        check(160, 64, 0, &[0, 64, 96]);
+    }
+
+    #[test]
+    fn constant_windows_blend_to_the_same_constant() {
+        // Three windows that each predict the same value must give exactly that value
+        // everywhere, whatever the weights: the normalisation leaves no seam.
+        let (h, w) = (20, 50);
+        let mut b = Blender::new(2, h, w);
+        for y0 in origins(h, 16, 4) {
+            for x0 in origins(w, 16, 4) {
+                let win: Vec<f32> = (0..2 * 16 * 16)
+                    .map(|i| if i < 256 { 1.5 } else { -0.25 })
+                    .collect();
+                b.add(&win, y0, x0, 16, 16);
+            }
+        }
+        let out = b.finish();
+        assert!(out[..h * w].iter().all(|v| (v - 1.5).abs() < 1e-6));
+        assert!(out[h * w..].iter().all(|v| (v + 0.25).abs() < 1e-6));
+    }
+
+    #[test]
+    fn overlapping_windows_are_a_weighted_mean() {
+        // 1 × 6 image, windows of 4 at x = 0 and 2, values 0 and 1: at x = 2 the weights are
+        // hann(4)[2] and hann(4)[0].
+        let mut b = Blender::new(1, 1, 6);
+        b.add(&[0.0; 4], 0, 0, 1, 4);
+        b.add(&[1.0; 4], 0, 2, 1, 4);
+        let out = b.finish();
+        let hn = hann(4);
+        let hy = hann(1)[0];
+        let expect = (hy * hn[0]) / (hy * hn[2] + hy * hn[0]);
+        assert!((out[2] - expect).abs() < 1e-6, "{out:?}");
+        assert_eq!((out[0], out[5]), (0.0, 1.0));
+    }
+}
