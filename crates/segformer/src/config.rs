@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
 
+use crate::compute::Activation;
 use crate::model::Segformer;
 
 /// An invalid [`SegformerConfig`], caught before any module is built.
@@ -72,19 +73,6 @@ pub enum ConfigError {
         "config field `reshape_last_stage` = false is not supported (segmentation models need it true)"
     )]
     ReshapeLastStage,
-}
-
-/// The activation inside the Mix-FFN, parsed from `hidden_act`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Activation {
-    /// Exact erf GELU (HF "gelu").
-    Gelu,
-    /// tanh-approximated GELU (HF "gelu_new" / "gelu_pytorch_tanh").
-    GeluTanh,
-    /// ReLU.
-    Relu,
-    /// SiLU / swish.
-    Silu,
 }
 
 /// A SegFormer configuration, field for field HF's `SegformerConfig` (`config.json`).

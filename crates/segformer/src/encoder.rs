@@ -8,12 +8,12 @@ use burn::module::Module;
 use burn::nn::conv::Conv2d;
 use burn::nn::{Dropout, DropoutConfig, LayerNorm, Linear};
 use burn::tensor::Tensor;
-use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 
-use crate::config::{Activation, SegformerConfig};
-use crate::fused::{self, transpose12};
-use crate::layers::{Compute, ConvSpec, DropPath, conv2d, layer_norm, linear, norm};
+use crate::compute::{Activation, Compute};
+use crate::config::SegformerConfig;
+use crate::layers::{ConvSpec, DropPath, conv2d, layer_norm, linear};
+use crate::ops;
 
 /// Conv patch embedding followed by a LayerNorm (`SegformerOverlapPatchEmbeddings`).
 #[derive(Module, Debug)]
@@ -27,11 +27,11 @@ impl<B: Backend> OverlapPatchEmbeddings<B> {
     /// - input: `[batch, in_channels, H, W]`
     /// - output: `([batch, h*w, hidden], h, w)` with `h = (H + 2*(k/2) - k)/stride + 1`
     fn forward(&self, x: Tensor<B, 4>, c: Compute) -> (Tensor<B, 3>, usize, usize) {
-        let x = c.conv(&self.proj, x);
+        let x = ops::conv(&self.proj, x, c);
         let [_, _, h, w] = x.dims();
         // [B, C, h, w] -> [B, C, h*w] -> [B, h*w, C]
-        let x = transpose12(x.flatten::<3>(2, 3));
-        (norm(&self.layer_norm, x), h, w)
+        let x = ops::transpose12(x.flatten::<3>(2, 3), c);
+        (ops::layer_norm(&self.layer_norm, x, c), h, w)
     }
 }
 
@@ -62,58 +62,30 @@ impl<B: Backend> EfficientSelfAttention<B> {
     /// - output: `[batch, h*w, hidden]`
     fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
         let [batch, _, hidden] = x.dims();
-        let query = c.linear(&self.q_proj, x.clone());
+        let query = ops::linear(&self.q_proj, x.clone(), c);
         let kv = match &self.sequence_reduction {
             Some(sr) => {
                 // [B, N, C] -> [B, C, N] -> [B, C, h, w]
-                let map = transpose12(x).reshape([batch, hidden, h, w]);
-                let map = c.conv(&sr.sequence_reduction, map);
+                let map = ops::transpose12(x, c).reshape([batch, hidden, h, w]);
+                let map = ops::conv(&sr.sequence_reduction, map, c);
                 // [B, C, h', w'] -> [B, h'*w', C]
-                let reduced = transpose12(map.flatten::<3>(2, 3));
-                norm(&sr.layer_norm, reduced)
+                let reduced = ops::transpose12(map.flatten::<3>(2, 3), c);
+                ops::layer_norm(&sr.layer_norm, reduced, c)
             }
             None => x,
         };
-        let key = c.linear(&self.k_proj, kv.clone());
-        let value = c.linear(&self.v_proj, kv);
-        let context = if self.attention_dropout.prob == 0.0 || !B::ad_enabled(&query.device()) {
-            // [B, N, C] x [B, M, C] x [B, M, C] -> [B, N, C], per head
-            fused::attention(query, key, value, self.num_heads, c)
-        } else {
-            self.attention_with_dropout(query, key, value, c)
-        };
-        self.dropout.forward(c.linear(&self.o_proj, context))
-    }
-
-    /// The composed attention, with dropout on the probabilities (training with
-    /// `attention_probs_dropout_prob > 0`).
-    ///
-    /// # Shapes
-    /// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
-    /// - output: `[batch, N, C]`
-    fn attention_with_dropout(
-        &self,
-        query: Tensor<B, 3>,
-        key: Tensor<B, 3>,
-        value: Tensor<B, 3>,
-        c: Compute,
-    ) -> Tensor<B, 3> {
-        let [batch, seq, hidden] = query.dims();
-        let head_dim = hidden / self.num_heads;
-        // [B, N, C] -> [B, N, heads, d] -> [B, heads, N, d]
-        let heads = |t: Tensor<B, 3>| {
-            let n = t.dims()[1];
-            t.reshape([batch, n, self.num_heads, head_dim])
-                .swap_dims(1, 2)
-        };
-        // [B, heads, N, d] x [B, heads, d, M] -> [B, heads, N, M]
-        let scores = c.matmul(heads(query), heads(key).swap_dims(2, 3)) / (head_dim as f64).sqrt();
-        let probs = self.attention_dropout.forward(softmax(scores, 3));
-        // [B, heads, N, d] -> [B, N, heads, d] -> [B, N, C]
-        probs
-            .matmul(heads(value))
-            .swap_dims(1, 2)
-            .reshape([batch, seq, hidden])
+        let key = ops::linear(&self.k_proj, kv.clone(), c);
+        let value = ops::linear(&self.v_proj, kv, c);
+        // [B, N, C] x [B, M, C] x [B, M, C] -> [B, N, C], per head
+        let context = ops::attention(
+            query,
+            key,
+            value,
+            self.num_heads,
+            &self.attention_dropout,
+            c,
+        );
+        self.dropout.forward(ops::linear(&self.o_proj, context, c))
     }
 }
 
@@ -139,10 +111,10 @@ impl<B: Backend> MixFfn<B> {
     /// - output: `[batch, h*w, hidden]`
     fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
         // [B, N, C] -> [B, N, C'] -> depthwise 3×3 over the h×w grid + activation
-        let x = c.linear(&self.fc1, x);
-        let x = fused::dwconv3x3_act(&self.dwconv.dwconv, self.activation, x, h, w);
+        let x = ops::linear(&self.fc1, x, c);
+        let x = ops::dwconv3x3_act(&self.dwconv.dwconv, self.activation, x, [h, w], c);
         let x = self.dropout.forward(x);
-        self.dropout.forward(c.linear(&self.fc2, x))
+        self.dropout.forward(ops::linear(&self.fc2, x, c))
     }
 }
 
@@ -161,14 +133,12 @@ impl<B: Backend> Block<B> {
     /// - input: `[batch, h*w, hidden]`
     /// - output: `[batch, h*w, hidden]`
     fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
-        let attn = self
-            .attention
-            .forward(norm(&self.layernorm_before, x.clone()), h, w, c);
-        let x = self.drop_path.forward(attn) + x;
-        let mlp = self
-            .mlp
-            .forward(norm(&self.layernorm_after, x.clone()), h, w, c);
-        self.drop_path.forward(mlp) + x
+        let attn = ops::layer_norm(&self.layernorm_before, x.clone(), c);
+        let attn = self.attention.forward(attn, h, w, c);
+        let x = self.drop_path.forward(attn, c) + x;
+        let mlp = ops::layer_norm(&self.layernorm_after, x.clone(), c);
+        let mlp = self.mlp.forward(mlp, h, w, c);
+        self.drop_path.forward(mlp, c) + x
     }
 }
 
@@ -276,10 +246,10 @@ impl<B: Backend> Stage<B> {
         for block in &self.blocks {
             x = block.forward(x, h, w, c);
         }
-        let x = norm(&self.layer_norm, x);
+        let x = ops::layer_norm(&self.layer_norm, x, c);
         let [batch, _, hidden] = x.dims();
         // [B, h*w, C] -> [B, C, h*w] -> [B, C, h, w]
-        transpose12(x).reshape([batch, hidden, h, w])
+        ops::transpose12(x, c).reshape([batch, hidden, h, w])
     }
 }
 

@@ -21,21 +21,25 @@
 //! ```
 #![deny(missing_docs)]
 
+mod batch_norm;
+mod bilinear;
+mod compute;
 mod config;
 mod encoder;
 mod fused;
 mod layers;
-mod loss;
 mod model;
+mod ops;
 mod recompute;
 #[cfg(test)]
 mod test_support;
 mod weights;
 
+pub use bilinear::resize_bilinear;
+pub use compute::{BackendKind, KernelPath, Kernels};
 pub use config::{ConfigError, SegformerConfig};
-pub use fused::fused_kernels_enabled;
-pub use model::{Segformer, resize_bilinear};
-pub use recompute::{enabled as recompute_enabled, loss_band_elements};
+pub use model::Segformer;
+pub use recompute::loss_band_elements;
 pub use weights::{
     LoadReport, WeightsError, hf_gradients, hf_state_dict, hf_state_dict_original, load_hf_dir,
     load_pretrained, read_config, save_hf_dir,

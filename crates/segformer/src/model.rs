@@ -4,32 +4,15 @@
 use burn::module::Module;
 use burn::nn::conv::Conv2d;
 use burn::nn::{Dropout, DropoutConfig, Linear};
-use burn::tensor::activation::relu;
 use burn::tensor::backend::Backend;
-use burn::tensor::module::interpolate;
-use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
 use burn::tensor::{FloatDType, Int, Tensor};
 
+use crate::batch_norm::BatchNorm2d;
+use crate::compute::{Compute, KernelPath, Kernels};
 use crate::config::SegformerConfig;
 use crate::encoder::Encoder;
-use crate::fused;
-use crate::layers::{BatchNorm2d, Compute, ConvSpec, conv2d, linear};
-use crate::loss;
-
-/// Bilinear resize with PyTorch's `align_corners = False` (burn defaults to `true`).
-///
-/// # Shapes
-/// - input: `[batch, channels, h, w]`
-/// - output: `[batch, channels, size[0], size[1]]`
-pub fn resize_bilinear<B: Backend>(x: Tensor<B, 4>, size: [usize; 2]) -> Tensor<B, 4> {
-    let [_, _, h, w] = x.dims();
-    if [h, w] == size {
-        // Half-pixel bilinear at scale 1 is the identity.
-        return x;
-    }
-    let options = InterpolateOptions::new(InterpolateMode::Bilinear).with_align_corners(false);
-    interpolate(x, size, options)
-}
+use crate::layers::{ConvSpec, conv2d, linear};
+use crate::ops;
 
 /// The per-stage channel projection (`SegformerMLP`).
 #[derive(Module, Debug)]
@@ -105,13 +88,14 @@ impl<B: Backend> DecodeHead<B> {
                 let j = stages - 1 - i;
                 let f = fuse.clone().slice([0..d, j * d..(j + 1) * d]); // [D, D]
                 // Linear weight [C_i, D] -> P_i [D, C_i]; F_i·P_i [D, C_i]
-                let m = c.matmul(f.clone(), mlp.proj.weight.val().transpose());
-                let y = c.matmul(
+                let m = ops::matmul(f.clone(), mlp.proj.weight.val().transpose(), c);
+                let y = ops::matmul(
                     m.unsqueeze::<3>(),
                     x.clone().reshape([batch, channels, h * w]),
+                    c,
                 );
                 if let Some(b) = &mlp.proj.bias {
-                    let fb = c.matmul(f, b.val().reshape([d, 1])).reshape([d]);
+                    let fb = ops::matmul(f, b.val().reshape([d, 1]), c).reshape([d]);
                     shift = Some(match shift.take() {
                         Some(s) => s + fb,
                         None => fb,
@@ -126,40 +110,19 @@ impl<B: Backend> DecodeHead<B> {
             (None, Some(b)) => b.val(),
             (None, None) => Tensor::zeros([d], &fuse.device()),
         };
-        let x = fused::upsample_sum_bn_relu(&maps, &shift, &self.batch_norm)
-            .unwrap_or_else(|| tail_generic(&self.batch_norm, maps, shift, [h0, w0]));
+        // relu(bn(Σ_i up(maps[i]) + shift)) at the first stage's size: [B, D, H_0, W_0]
+        let x = ops::decode_tail(maps, shift, &self.batch_norm, [h0, w0], c);
         let x = self.dropout.forward(x);
         // The 1×1 classifier as one matmul: [L, D] x [B, D, H_0*W_0] -> [B, L, H_0, W_0]
         let [labels, _, _, _] = self.classifier.weight.dims();
         let w = self.classifier.weight.val().reshape([labels, d]);
-        let logits = c.matmul(w.unsqueeze::<3>(), x.reshape([batch, d, h0 * w0]));
+        let logits = ops::matmul(w.unsqueeze::<3>(), x.reshape([batch, d, h0 * w0]), c);
         let logits = match &self.classifier.bias {
             Some(b) => logits + b.val().reshape([1, labels, 1]),
             None => logits,
         };
         logits.reshape([batch, labels, h0, w0])
     }
-}
-
-/// `relu(bn(Σ_i up(maps[i]) + shift))` composed from burn ops (the decode head's tail on
-/// backends without the fused op).
-///
-/// # Shapes
-/// - maps: `[batch, D, h_i, w_i]`; shift: `[D]`
-/// - output: `[batch, D, size[0], size[1]]`
-pub(crate) fn tail_generic<B: Backend>(
-    bn: &BatchNorm2d<B>,
-    maps: Vec<Tensor<B, 4>>,
-    shift: Tensor<B, 1>,
-    size: [usize; 2],
-) -> Tensor<B, 4> {
-    let d = shift.dims()[0];
-    let x = maps
-        .into_iter()
-        .map(|m| resize_bilinear(m, size))
-        .reduce(|a, b| a + b)
-        .expect("at least one encoder stage");
-    relu(bn.forward(x + shift.reshape([1, d, 1, 1])))
 }
 
 /// SegFormer for semantic segmentation, numerically HF's `SegformerForSemanticSegmentation`.
@@ -237,25 +200,8 @@ impl<B: Backend> Segformer<B> {
     /// - labels: `[batch, H, W]`
     /// - output: `[1]`
     pub fn loss(&self, logits: Tensor<B, 4>, labels: Tensor<B, 3, Int>) -> Tensor<B, 1> {
-        let [_, height, width] = labels.dims();
         let ignore = self.config.semantic_loss_ignore_index;
-        if self.num_labels() > 1 {
-            if let Some(loss) = fused::upsample_cross_entropy(&logits, &labels, ignore) {
-                return loss;
-            }
-            let chunk = crate::recompute::CHUNK_ELEMENTS;
-            if let Some(loss) =
-                crate::recompute::upsample_cross_entropy(&logits, &labels, ignore, chunk)
-            {
-                return loss;
-            }
-        }
-        let logits = resize_bilinear(logits, [height, width]);
-        if self.num_labels() == 1 {
-            loss::masked_bce_with_logits(logits, labels, ignore)
-        } else {
-            loss::cross_entropy(logits, labels, ignore)
-        }
+        ops::segmentation_loss(logits, labels, ignore, self.compute)
     }
 
     /// Mixed precision hook: with `Some(BF16 | F16)` every Linear, Conv2d and attention
@@ -264,13 +210,30 @@ impl<B: Backend> Segformer<B> {
     /// autocast's rules). Parameters and gradients stay in full precision. `None` (the
     /// default) runs everything in the parameters' dtype.
     pub fn with_compute_dtype(mut self, dtype: Option<FloatDType>) -> Self {
-        self.compute = Compute(dtype);
+        self.compute.dtype = dtype;
         self
     }
 
     /// The mixed-precision compute dtype, if any (see [`Segformer::with_compute_dtype`]).
     pub fn compute_dtype(&self) -> Option<FloatDType> {
-        self.compute.0
+        self.compute.dtype
+    }
+
+    /// Which implementation of the layers the forward pass and the loss run (default
+    /// [`Kernels::Auto`]); the choice belongs to this model, not to the process.
+    pub fn with_kernels(mut self, kernels: Kernels) -> Self {
+        self.compute.kernels = kernels;
+        self
+    }
+
+    /// The kernel choice (see [`Segformer::with_kernels`]).
+    pub fn kernels(&self) -> Kernels {
+        self.compute.kernels
+    }
+
+    /// The path the kernel choice takes on this model's backend, for tensors on `device`.
+    pub fn kernel_path(&self, device: &B::Device) -> KernelPath {
+        self.compute.path::<B>(device)
     }
 
     /// The configuration the model was built from.
@@ -389,6 +352,48 @@ mod tests {
             .grad(&grads)
             .unwrap();
         assert!(grad.abs().sum().into_scalar() > 0.0);
+    }
+
+    #[test]
+    fn kernel_choice_belongs_to_each_model() {
+        // Two models in one process, same weights: one on the fused kernels, one on burn's
+        // plain composition. Same logits, loss and gradients up to float rounding.
+        type A = Autodiff<B>;
+        let device = Default::default();
+        let mut config = tiny(3, 4);
+        // Deterministic training-mode passes: no dropout, no drop path.
+        config.hidden_dropout_prob = 0.0;
+        config.attention_probs_dropout_prob = 0.0;
+        config.classifier_dropout_prob = 0.0;
+        config.drop_path_rate = 0.0;
+        let fused = config.init::<A>(&device).unwrap();
+        let x = Tensor::<A, 4>::random([2, 3, 32, 32], Distribution::Normal(0.0, 1.0), &device);
+        let labels = Tensor::<A, 3, Int>::from_data(
+            TensorData::new(
+                (0..2 * 32 * 32).map(|i| i % 5).collect::<Vec<i64>>(),
+                [2, 32, 32],
+            ),
+            &device,
+        );
+        let run = |model: &Segformer<A>| {
+            let logits = model.forward(x.clone());
+            let loss = model.loss(logits.clone(), labels.clone());
+            let grads = loss.clone().backward();
+            let weight = model.segformer.stages[0].patch_embeddings.proj.weight.val();
+            let grad = weight.grad(&grads).unwrap();
+            (logits.inner(), loss.inner(), grad)
+        };
+        let (fl, fo, fg) = run(&fused);
+        // Cloned after a forward pass: parameters are initialised lazily, on first use, and a
+        // clone of an uninitialised one would draw its own weights.
+        let composed = fused.clone().with_kernels(Kernels::Composed);
+        assert_eq!(fused.kernels(), Kernels::Auto);
+        assert_eq!(fused.kernel_path(&device), KernelPath::Fused);
+        assert_eq!(composed.kernel_path(&device), KernelPath::Composed);
+        let (cl, co, cg) = run(&composed);
+        crate::test_support::assert_close("logits", fl, cl, 1e-5);
+        crate::test_support::assert_close("loss", fo, co, 1e-5);
+        crate::test_support::assert_close("patch embedding grad", fg, cg, 1e-4);
     }
 
     #[test]

@@ -12,7 +12,7 @@ fn b0_eval_matches_hf() {
     let Some(dir) = common::fixture("segformer-b0") else {
         return;
     };
-    common::check_eval(&dir);
+    common::check_eval(&dir, segformer::Kernels::Auto);
 }
 
 #[test]
@@ -20,7 +20,7 @@ fn b0_train_step_matches_hf() {
     let Some(dir) = common::fixture("segformer-b0") else {
         return;
     };
-    common::check_train(&dir);
+    common::check_train(&dir, segformer::Kernels::Auto);
 }
 
 /// An ImageNet MiT-B0 classification checkpoint (original names, `.bin`) into a 2-class

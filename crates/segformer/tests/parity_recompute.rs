@@ -1,33 +1,33 @@
-//! Parity with HF transformers through the path burn-cuda takes: the fused CPU kernels off
-//! (`SEGFORMER_FUSED=0`), so the model runs burn's composed ops with segformer's recomputing
-//! attention and loss (`crate::recompute`) on `Autodiff<Flex>`. The environment is set before
-//! the model first reads it, in every test of this binary (its own process).
+//! Parity with HF transformers through the paths other than the fused CPU kernels, on
+//! burn-flex: `Kernels::Recompute` (burn's ops with segformer's recomputing attention and loss,
+//! the path burn-cuda takes) and `Kernels::Composed` (burn's plain composition).
+
+use segformer::Kernels;
 
 mod common;
 
-fn composed_path() {
-    // SAFETY: every test of this binary sets the same value before anything reads the
-    // environment, and nothing else in the process writes it.
-    unsafe { std::env::set_var("SEGFORMER_FUSED", "0") };
-    assert!(!segformer::fused_kernels_enabled());
-    assert!(segformer::recompute_enabled());
-}
-
 #[test]
 fn tiny_train_step_matches_hf_without_fused_kernels() {
-    composed_path();
     let Some(dir) = common::fixture("segformer-tiny") else {
         return;
     };
-    common::check_eval(&dir);
-    common::check_train(&dir);
+    common::check_eval(&dir, Kernels::Recompute);
+    common::check_train(&dir, Kernels::Recompute);
 }
 
 #[test]
 fn b0_train_step_matches_hf_without_fused_kernels() {
-    composed_path();
     let Some(dir) = common::fixture("segformer-b0") else {
         return;
     };
-    common::check_train(&dir);
+    common::check_train(&dir, Kernels::Recompute);
+}
+
+#[test]
+fn tiny_train_step_matches_hf_with_burns_composition() {
+    let Some(dir) = common::fixture("segformer-tiny") else {
+        return;
+    };
+    common::check_eval(&dir, Kernels::Composed);
+    common::check_train(&dir, Kernels::Composed);
 }

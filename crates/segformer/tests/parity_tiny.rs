@@ -12,7 +12,7 @@ fn tiny_eval_matches_hf() {
     let Some(dir) = common::fixture("segformer-tiny") else {
         return;
     };
-    common::check_eval(&dir);
+    common::check_eval(&dir, segformer::Kernels::Auto);
 }
 
 #[test]
@@ -20,7 +20,7 @@ fn tiny_train_step_matches_hf() {
     let Some(dir) = common::fixture("segformer-tiny") else {
         return;
     };
-    common::check_train(&dir);
+    common::check_train(&dir, segformer::Kernels::Auto);
 }
 
 fn state(model: &segformer::Segformer<Flex>) -> HashMap<String, TensorData> {

@@ -4,64 +4,34 @@
 
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
-use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
 use super::gemm::{View, matmul};
 use super::math::{exp, lanes_dot, lanes_max, lanes_sum, multiversion};
-use super::{FusedOp, apply, dims, flex, primitive, route, sum_in_order, tensor, values};
-use crate::layers::Compute;
+use super::{FusedOp, apply, dims, flex, route, sum_in_order, values};
+use crate::compute::{primitive, tensor};
 
 /// `softmax(Q·Kᵀ/√d)·V` per head, heads interleaved in the channel dimension
-/// (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`): the fused kernel on burn-flex
-/// f32, else [`crate::recompute::attention`] (scores recomputed in backward, on any backend
-/// it serves), else burn's composition. The matmuls run in `compute` where set (autocast;
-/// the fused kernel is f32 throughout).
+/// (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`), in f32 throughout, or `None`
+/// without a fused route for the tensors.
 ///
 /// # Shapes
 /// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
 /// - output: `[batch, N, C]`
 pub(crate) fn attention<B: Backend>(
-    query: Tensor<B, 3>,
-    key: Tensor<B, 3>,
-    value: Tensor<B, 3>,
+    query: &Tensor<B, 3>,
+    key: &Tensor<B, 3>,
+    value: &Tensor<B, 3>,
     heads: usize,
-    compute: Compute,
-) -> Tensor<B, 3> {
-    if let Some(route) = route::<B>(&[query.dtype(), key.dtype(), value.dtype()]) {
-        return tensor(apply::<B, _, 3>(
-            route,
-            &AttentionOp { heads },
-            [primitive(query), primitive(key), primitive(value)],
-        ));
-    }
-    let (q, k, v) = (query.clone(), key.clone(), value.clone());
-    let chunk = crate::recompute::CHUNK_ELEMENTS;
-    crate::recompute::attention(q, k, v, heads, compute.0, chunk)
-        .unwrap_or_else(|| attention_generic(query, key, value, heads, compute))
-}
-
-/// The same attention composed from burn ops (any backend).
-pub(crate) fn attention_generic<B: Backend>(
-    query: Tensor<B, 3>,
-    key: Tensor<B, 3>,
-    value: Tensor<B, 3>,
-    heads: usize,
-    compute: Compute,
-) -> Tensor<B, 3> {
-    let [batch, seq, channels] = query.dims();
-    let d = channels / heads;
-    // [B, N, C] -> [B, N, heads, d] -> [B, heads, N, d]
-    let split = |t: Tensor<B, 3>| {
-        let n = t.dims()[1];
-        t.reshape([batch, n, heads, d]).swap_dims(1, 2)
-    };
-    let scores = compute.matmul(split(query), split(key).swap_dims(2, 3)) / (d as f64).sqrt();
-    compute
-        .matmul(softmax(scores, 3), split(value))
-        .swap_dims(1, 2)
-        .reshape([batch, seq, channels])
+) -> Option<Tensor<B, 3>> {
+    let route = route::<B>(&[query.dtype(), key.dtype(), value.dtype()])?;
+    let inputs = [query, key, value].map(|t| primitive(t.clone()));
+    Some(tensor(apply::<B, _, 3>(
+        route,
+        &AttentionOp { heads },
+        inputs,
+    )))
 }
 
 #[derive(Debug, Clone)]

@@ -11,11 +11,29 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use rayon::prelude::*;
 
-use super::{FusedOp, apply, dims, flex, primitive, route, tensor, values};
-use crate::layers::BatchNorm2d;
+use super::{FusedOp, apply, dims, flex, route, values};
+use crate::bilinear::taps;
+use crate::compute::{primitive, tensor};
 
-/// `relu(bn(Σ_i up(maps[i]) + shift))`, or `None` where no fused route serves `B` (the caller
-/// then composes it from burn ops). Updates the BatchNorm running statistics when training.
+/// The decode head's BatchNorm as the fused tail reads it.
+pub(crate) struct Norm<B: Backend> {
+    /// Scale, `[D]`.
+    pub gamma: Tensor<B, 1>,
+    /// Shift, `[D]`.
+    pub beta: Tensor<B, 1>,
+    /// `(running mean, running var)`, each `[D]`, to normalise with; `None` normalises with
+    /// the batch statistics (training).
+    pub running: Option<(Tensor<B, 1>, Tensor<B, 1>)>,
+    /// Added to the variance.
+    pub eps: f64,
+}
+
+/// A batch's per-channel `(mean, unbiased variance)`, each `[D]`, for the running statistics.
+pub(crate) type BatchStats<B> = (Tensor<B, 1>, Tensor<B, 1>);
+
+/// `relu(bn(Σ_i up(maps[i]) + shift))` and, when `norm` has no running statistics, the
+/// batch's statistics; `None` for another number of maps than four or without a fused route
+/// for the tensors.
 ///
 /// # Shapes
 /// - maps: `[batch, D, h_i, w_i]`, the first at the output size `[H, W]`
@@ -24,12 +42,17 @@ use crate::layers::BatchNorm2d;
 pub(crate) fn upsample_sum_bn_relu<B: Backend>(
     maps: &[Tensor<B, 4>],
     shift: &Tensor<B, 1>,
-    bn: &BatchNorm2d<B>,
-) -> Option<Tensor<B, 4>> {
+    norm: Norm<B>,
+) -> Option<(Tensor<B, 4>, Option<BatchStats<B>>)> {
     let [m0, m1, m2, m3] = maps else {
         return None;
     };
-    let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
+    let Norm {
+        gamma,
+        beta,
+        running,
+        eps,
+    } = norm;
     let dtypes = [
         m0.dtype(),
         m1.dtype(),
@@ -39,19 +62,19 @@ pub(crate) fn upsample_sum_bn_relu<B: Backend>(
         gamma.dtype(),
     ];
     let route = route::<B>(&dtypes)?;
-    let training = B::ad_enabled(&m0.device());
-    let stats = if training {
-        Stats::Batch(Arc::default())
-    } else {
-        let host = |t: Tensor<B, 1>| t.into_data().convert::<f32>().to_vec::<f32>().unwrap();
-        Stats::Running {
-            mean: host(bn.running_mean.value()).into(),
-            var: host(bn.running_var.value()).into(),
+    let stats = match running {
+        None => Stats::Batch(Arc::default()),
+        Some((mean, var)) => {
+            let host = |t: Tensor<B, 1>| t.into_data().convert::<f32>().to_vec::<f32>().unwrap();
+            Stats::Running {
+                mean: host(mean).into(),
+                var: host(var).into(),
+            }
         }
     };
     let op = DecodeTail {
         stats: stats.clone(),
-        eps: bn.epsilon as f32,
+        eps: eps as f32,
     };
     let inputs = [
         primitive(m0.clone()),
@@ -63,28 +86,28 @@ pub(crate) fn upsample_sum_bn_relu<B: Backend>(
         primitive(beta),
     ];
     let out = tensor(apply::<B, _, 7>(route, &op, inputs));
-    if let Stats::Batch(batch) = &stats {
-        let (mean, var, n) = batch
-            .lock()
-            .unwrap()
-            .take()
-            .expect("forward stored its statistics");
-        let device = m0.device();
-        let d = mean.len();
-        let to = |v: Vec<f32>| Tensor::<B, 1>::from_data(TensorData::new(v, [d]), &device);
-        let unbiased: Vec<f32> = var
-            .iter()
-            .map(|v| {
-                if n > 1 {
-                    v * n as f32 / (n - 1) as f32
-                } else {
-                    *v
-                }
-            })
-            .collect();
-        bn.update_running(to(mean), to(unbiased));
-    }
-    Some(out)
+    let Stats::Batch(batch) = &stats else {
+        return Some((out, None));
+    };
+    let (mean, var, n) = batch
+        .lock()
+        .unwrap()
+        .take()
+        .expect("forward stored its statistics");
+    let device = m0.device();
+    let d = mean.len();
+    let to = |v: Vec<f32>| Tensor::<B, 1>::from_data(TensorData::new(v, [d]), &device);
+    let unbiased: Vec<f32> = var
+        .iter()
+        .map(|v| {
+            if n > 1 {
+                v * n as f32 / (n - 1) as f32
+            } else {
+                *v
+            }
+        })
+        .collect();
+    Some((out, Some((to(mean), to(unbiased)))))
 }
 
 /// Which statistics normalise.
@@ -100,23 +123,6 @@ enum Stats {
 struct DecodeTail {
     stats: Stats,
     eps: f32,
-}
-
-/// Per output coordinate: `(low, high, weight of high)`.
-pub(crate) type Taps = Vec<(usize, usize, f32)>;
-
-/// Source taps of bilinear upsampling (`align_corners = false`) for each output coordinate:
-/// `(low, high, weight of high)`, the same arithmetic as burn's and PyTorch's kernels.
-pub(crate) fn taps(input: usize, output: usize) -> Taps {
-    let ratio = input as f64 / output as f64;
-    (0..output)
-        .map(|o| {
-            let src = (o as f64 + 0.5) * ratio - 0.5;
-            let lo = src.floor().max(0.0) as usize;
-            let hi = (lo + 1).min(input - 1);
-            (lo, hi, (src - lo as f64).max(0.0) as f32)
-        })
-        .collect()
 }
 
 /// `out += up(plane)` for one `[h, w]` plane upsampled to `[H, W]` (`out` is `[H, W]`).

@@ -10,13 +10,11 @@ use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
 use super::math::{erf, exp, multiversion};
-use super::{
-    FusedOp, apply, dims, flex, primitive, route, rows_per_task, sum_in_order, tensor, values,
-};
-use crate::config::Activation;
-use crate::layers::activate;
+use super::{FusedOp, apply, dims, flex, route, rows_per_task, sum_in_order, values};
+use crate::compute::{Activation, primitive, tensor};
 
-/// `act(dwconv3x3(x) + bias)` on a token sequence laid out row-major over an `h × w` grid.
+/// `act(dwconv3x3(x) + bias)` on a token sequence laid out row-major over an `h × w` grid, or
+/// `None` for another conv geometry, without a bias or without a fused route for the tensors.
 ///
 /// # Shapes
 /// - x: `[batch, h*w, C]`; conv weight `[C, 1, 3, 3]`, bias `[C]`
@@ -24,42 +22,24 @@ use crate::layers::activate;
 pub(crate) fn dwconv3x3_act<B: Backend>(
     conv: &Conv2d<B>,
     act: Activation,
-    x: Tensor<B, 3>,
+    x: &Tensor<B, 3>,
     h: usize,
     w: usize,
-) -> Tensor<B, 3> {
+) -> Option<Tensor<B, 3>> {
     let channels = x.dims()[2];
     let fusable = conv.groups == channels
         && conv.weight.dims() == [channels, 1, 3, 3]
         && conv.stride == [1, 1]
         && conv.dilation == [1, 1];
-    if let (true, Some(bias)) = (fusable, &conv.bias) {
-        let (weight, bias) = (conv.weight.val(), bias.val());
-        if let Some(route) = route::<B>(&[x.dtype(), weight.dtype(), bias.dtype()]) {
-            let op = DwConvOp { h, w, act };
-            return tensor(apply::<B, _, 3>(
-                route,
-                &op,
-                [primitive(x), primitive(weight), primitive(bias)],
-            ));
-        }
-    }
-    dwconv3x3_act_generic(conv, act, x, h, w)
-}
-
-/// The same layer composed from burn ops (any backend).
-pub(crate) fn dwconv3x3_act_generic<B: Backend>(
-    conv: &Conv2d<B>,
-    act: Activation,
-    x: Tensor<B, 3>,
-    h: usize,
-    w: usize,
-) -> Tensor<B, 3> {
-    let [batch, _, channels] = x.dims();
-    // [B, N, C] -> [B, C, h, w] -> conv -> [B, h*w, C]
-    let map = x.swap_dims(1, 2).reshape([batch, channels, h, w]);
-    let y = conv.forward(map).flatten::<3>(2, 3).swap_dims(1, 2);
-    activate(act, y)
+    let bias = conv.bias.as_ref().filter(|_| fusable)?;
+    let (weight, bias) = (conv.weight.val(), bias.val());
+    let route = route::<B>(&[x.dtype(), weight.dtype(), bias.dtype()])?;
+    let op = DwConvOp { h, w, act };
+    Some(tensor(apply::<B, _, 3>(
+        route,
+        &op,
+        [primitive(x.clone()), primitive(weight), primitive(bias)],
+    )))
 }
 
 #[derive(Debug, Clone)]

@@ -9,33 +9,29 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
-use super::{
-    FusedOp, apply, dims, flex, primitive, route, rows_per_task, sum_in_order, tensor, values,
-};
+use super::{FusedOp, apply, dims, flex, route, rows_per_task, sum_in_order, values};
+use crate::compute::{primitive, tensor};
 
-/// `nn.LayerNorm(C, eps)` on the last dimension (weight and bias required).
+/// `nn.LayerNorm(C, eps)` on the last dimension, or `None` without a bias or a fused route for
+/// the tensors.
 ///
 /// # Shapes
 /// - x: `[..., C]`
 /// - output: `[..., C]`
 pub(crate) fn layer_norm<B: Backend, const D: usize>(
     norm: &LayerNorm<B>,
-    x: Tensor<B, D>,
+    x: &Tensor<B, D>,
     eps: f64,
-) -> Tensor<B, D> {
-    let Some(beta) = &norm.beta else {
-        return norm.forward(x);
-    };
+) -> Option<Tensor<B, D>> {
+    let beta = norm.beta.as_ref()?;
     let (gamma, beta) = (norm.gamma.val(), beta.val());
-    let Some(route) = route::<B>(&[x.dtype(), gamma.dtype(), beta.dtype()]) else {
-        return norm.forward(x);
-    };
+    let route = route::<B>(&[x.dtype(), gamma.dtype(), beta.dtype()])?;
     let op = LayerNormOp { eps: eps as f32 };
-    tensor(apply::<B, _, 3>(
+    Some(tensor(apply::<B, _, 3>(
         route,
         &op,
-        [primitive(x), primitive(gamma), primitive(beta)],
-    ))
+        [primitive(x.clone()), primitive(gamma), primitive(beta)],
+    )))
 }
 
 #[derive(Debug, Clone)]

@@ -7,33 +7,28 @@ use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
 use super::gemm::{View, matmul};
-use super::{
-    FusedOp, add_into, apply, dims, flex, primitive, route, rows_per_task, sum_in_order, tensor,
-    values,
-};
+use super::{FusedOp, add_into, apply, dims, flex, route, rows_per_task, sum_in_order, values};
+use crate::compute::{primitive, tensor};
 
-/// `nn.Linear` on the last dimension (burn's weight layout `[d_input, d_output]`).
+/// `nn.Linear` on the last dimension (burn's weight layout `[d_input, d_output]`), or `None`
+/// without a bias or a fused route for the tensors.
 ///
 /// # Shapes
 /// - x: `[..., d_input]`
 /// - output: `[..., d_output]`
 pub(crate) fn linear<B: Backend, const D: usize>(
     layer: &Linear<B>,
-    x: Tensor<B, D>,
-) -> Tensor<B, D> {
-    let Some(bias) = &layer.bias else {
-        return layer.forward(x);
-    };
+    x: &Tensor<B, D>,
+) -> Option<Tensor<B, D>> {
+    let bias = layer.bias.as_ref()?;
     let (weight, bias) = (layer.weight.val(), bias.val());
-    let Some(route) = route::<B>(&[x.dtype(), weight.dtype(), bias.dtype()]) else {
-        return layer.forward(x);
-    };
+    let route = route::<B>(&[x.dtype(), weight.dtype(), bias.dtype()])?;
     let out = apply::<B, _, 3>(
         route,
         &LinearOp,
-        [primitive(x), primitive(weight), primitive(bias)],
+        [primitive(x.clone()), primitive(weight), primitive(bias)],
     );
-    tensor(out)
+    Some(tensor(out))
 }
 
 #[derive(Debug, Clone)]

@@ -11,9 +11,10 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 use rayon::prelude::*;
 
-use super::decode::{Taps, taps};
 use super::math::exp;
-use super::{FusedOp, apply, dims, flex, primitive, route, tensor, values};
+use super::{FusedOp, apply, dims, flex, route, values};
+use crate::bilinear::{Taps, taps};
+use crate::compute::{primitive, tensor};
 
 /// Output rows per parallel task.
 const BAND: usize = 16;

@@ -4,24 +4,24 @@
 //! backward pass, never stored), the channels-last Mix-FFN depthwise conv with its activation,
 //! and `[B, X, Y] → [B, Y, X]` transposes.
 //!
-//! Every op has two implementations:
-//! - the generic one, composed from burn tensor ops, for any backend (burn-cuda included;
-//!   for attention and the loss that is [`crate::recompute`]'s memory-saving autodiff step
-//!   where it serves the backend);
-//! - a fused one for `Flex` (inference) and `Autodiff<Flex, _>` (training, with or without
-//!   activation checkpointing), on f32 tensors, with a hand-written backward registered as a
-//!   custom autodiff step.
+//! These serve `Flex` (inference) and `Autodiff<Flex, _>` (training, with or without
+//! activation checkpointing), on f32 tensors, each with a hand-written backward registered as
+//! a custom autodiff step. Each entry returns `None` where it does not serve its inputs
+//! (another backend or dtype, a layer shape it was not written for); `crate::ops` calls it
+//! when the model's kernels resolve to [`KernelPath::Fused`](crate::KernelPath::Fused) and
+//! falls back to the recomputing op or burn's composition.
 //!
-//! The model stays generic over `B: Backend`: [`route`] picks the fused path from the backend
-//! type at run time (`TypeId`), and the primitives are moved across with `Any` downcasts, so
-//! there is no `unsafe` in the dispatch and no extra trait bound on users of the model.
-//! Setting `SEGFORMER_FUSED=0` in the environment forces the generic path (for comparisons).
+//! The model stays generic over `B: Backend`: [`route`] finds the backend type at run time
+//! (`TypeId`, the table in `crate::compute`), and the primitives are moved across with `Any`
+//! downcasts, so there is no `unsafe` in the dispatch and no extra trait bound on users of
+//! the model.
 //!
-//! Each op is tested against its generic composition (values and gradients) in `tests.rs`,
-//! and the whole model against HF transformers in the crate's parity tests.
+//! Each op is tested against its composition from burn ops (values and gradients) in
+//! `tests.rs`, and the whole model against HF transformers in the crate's parity tests.
 
 mod attention;
 mod decode;
+mod drop_path;
 mod dwconv;
 mod gemm;
 mod layer_norm;
@@ -33,9 +33,7 @@ mod transpose;
 #[cfg(test)]
 mod tests;
 
-use std::any::{Any, TypeId};
 use std::fmt::Debug;
-use std::sync::OnceLock;
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -47,52 +45,30 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{DType, TensorData};
+
+use crate::compute::{Route, same};
 
 pub(crate) use attention::attention;
-#[cfg(test)]
-pub(crate) use attention::attention_generic;
-pub(crate) use decode::{taps, upsample_sum_bn_relu};
+pub(crate) use decode::{Norm, upsample_sum_bn_relu};
+pub(crate) use drop_path::drop_samples;
 pub(crate) use dwconv::dwconv3x3_act;
 pub(crate) use layer_norm::layer_norm;
 pub(crate) use linear::linear;
 pub(crate) use loss::upsample_cross_entropy;
 pub(crate) use transpose::transpose12;
 
-/// Which fused implementation serves backend `B`, if any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// `Flex`: forward only.
-    Inference,
-    /// `Autodiff<Flex>`.
-    Autodiff,
-    /// `Autodiff<Flex, BalancedCheckpointing>`.
-    AutodiffBalanced,
-}
-
-/// Whether the fused CPU kernels serve `Flex` and `Autodiff<Flex, _>` in this process: yes
-/// unless the environment sets `SEGFORMER_FUSED=0` (read once). Other backends always run
-/// burn's composition of ops.
-pub fn fused_kernels_enabled() -> bool {
-    static ENABLED: OnceLock<bool> = OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var("SEGFORMER_FUSED").map_or(true, |v| v != "0"))
-}
-
-/// The fused route for backend `B` when every tensor in `dtypes` is f32.
+/// The route of backend `B` when it is a burn-flex one and every tensor in `dtypes` is f32.
 pub(crate) fn route<B: Backend>(dtypes: &[DType]) -> Option<Route> {
-    if !fused_kernels_enabled() || dtypes.iter().any(|d| *d != DType::F32) {
+    if dtypes.iter().any(|d| *d != DType::F32) {
         return None;
     }
-    let id = TypeId::of::<B>();
-    if id == TypeId::of::<Flex>() {
-        Some(Route::Inference)
-    } else if id == TypeId::of::<Autodiff<Flex, NoCheckpointing>>() {
-        Some(Route::Autodiff)
-    } else if id == TypeId::of::<Autodiff<Flex, BalancedCheckpointing>>() {
-        Some(Route::AutodiffBalanced)
-    } else {
-        None
-    }
+    Route::of::<B>().filter(|r| {
+        matches!(
+            r,
+            Route::Flex | Route::FlexAutodiff | Route::FlexAutodiffBalanced
+        )
+    })
 }
 
 /// A fused operation on f32 `Flex` tensors: a forward that returns what its backward needs,
@@ -113,13 +89,6 @@ pub(crate) trait FusedOp<const N: usize>: Clone + Send + Sync + Debug + 'static 
     ) -> [Option<FlexTensor>; N];
 }
 
-/// Moves a value between two types known (by [`route`]) to be the same.
-pub(crate) fn same<T: 'static, U: 'static>(value: T) -> U {
-    *(Box::new(value) as Box<dyn Any>)
-        .downcast::<U>()
-        .expect("fused route checked the backend type")
-}
-
 /// Runs `op` on `B`'s primitives through the route found by [`route`].
 pub(crate) fn apply<B: Backend, O: FusedOp<N>, const N: usize>(
     route: Route,
@@ -127,18 +96,22 @@ pub(crate) fn apply<B: Backend, O: FusedOp<N>, const N: usize>(
     inputs: [FloatTensor<B>; N],
 ) -> FloatTensor<B> {
     match route {
-        Route::Inference => {
+        Route::Flex => {
             let inputs: [FlexTensor; N] = inputs.map(same);
             same(op.forward(inputs.each_ref(), false).0)
         }
-        Route::Autodiff => same(apply_autodiff::<NoCheckpointing, O, N>(
+        Route::FlexAutodiff => same(apply_autodiff::<NoCheckpointing, O, N>(
             op,
             inputs.map(same),
         )),
-        Route::AutodiffBalanced => same(apply_autodiff::<BalancedCheckpointing, O, N>(
+        Route::FlexAutodiffBalanced => same(apply_autodiff::<BalancedCheckpointing, O, N>(
             op,
             inputs.map(same),
         )),
+        #[cfg(feature = "cuda")]
+        Route::CudaAutodiff | Route::CudaAutodiffBalanced => {
+            unreachable!("fused::route returns burn-flex routes only")
+        }
     }
 }
 
@@ -177,16 +150,6 @@ impl<O: FusedOp<N>, const N: usize> Backward<Flex, N> for FusedBackward<O> {
             }
         }
     }
-}
-
-/// The primitive of a float tensor.
-pub(crate) fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
-    t.into_primitive().tensor()
-}
-
-/// A float tensor from its primitive.
-pub(crate) fn tensor<B: Backend, const D: usize>(p: FloatTensor<B>) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(p))
 }
 
 /// The f32 values of a `Flex` tensor in row-major order (a copy only if it is a strided view).

@@ -9,12 +9,11 @@ use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor};
 
-use super::attention::attention_generic;
-use super::dwconv::dwconv3x3_act_generic;
 use super::*;
-use crate::config::Activation;
-use crate::layers::Compute;
+use crate::batch_norm::BatchNorm2d;
+use crate::compute::{Activation, Compute, KernelPath, Kernels, Route};
 use crate::layers::{ConvSpec, conv2d, layer_norm as new_layer_norm, linear as new_linear};
+use crate::ops::{attention_composed, decode_tail_composed, dwconv3x3_act_composed};
 use crate::test_support::{assert_close, forward_backward, random};
 
 type A = Autodiff<Flex>;
@@ -28,7 +27,7 @@ fn attached<B: Backend, const D: usize>(t: Tensor<B, D>) -> Param<Tensor<B, D>> 
 #[test]
 fn transpose_matches_swap_dims() {
     let x = random::<A, 3>([2, 37, 45], 1);
-    let (fo, fg) = forward_backward(&[x.clone()], |t| transpose12(t[0].clone()));
+    let (fo, fg) = forward_backward(&[x.clone()], |t| transpose12(&t[0]).unwrap());
     let (go, gg) = forward_backward(&[x], |t| t[0].clone().swap_dims(1, 2));
     assert_eq!(
         fo.to_data().as_slice::<f32>().unwrap(),
@@ -55,7 +54,7 @@ fn linear_matches_burn_linear() {
                     bias: Some(attached(t[2].clone().squeeze_dim::<2>(0).squeeze_dim(0))),
                 };
                 if fused {
-                    linear(&l, t[0].clone())
+                    linear(&l, &t[0]).expect("fused route")
                 } else {
                     l.forward(t[0].clone())
                 }
@@ -85,7 +84,7 @@ fn layer_norm_matches_burn_layer_norm() {
             n.gamma = attached(t[1].clone().squeeze_dim::<2>(0).squeeze_dim(0));
             n.beta = Some(attached(t[2].clone().squeeze_dim::<2>(0).squeeze_dim(0)));
             if fused {
-                layer_norm(&n, t[0].clone(), 1e-5)
+                layer_norm(&n, &t[0], 1e-5).expect("fused route")
             } else {
                 n.forward(t[0].clone())
             }
@@ -105,22 +104,10 @@ fn attention_case<B: burn::tensor::backend::AutodiffBackend>(heads: usize, n: us
     let v = random::<B, 3>([2, m, 8 * heads], 9);
     let inputs = [q, k, v];
     let (fo, fg) = forward_backward(&inputs, |t| {
-        attention(
-            t[0].clone(),
-            t[1].clone(),
-            t[2].clone(),
-            heads,
-            Compute::default(),
-        )
+        attention(&t[0], &t[1], &t[2], heads).expect("fused route")
     });
     let (go, gg) = forward_backward(&inputs, |t| {
-        attention_generic(
-            t[0].clone(),
-            t[1].clone(),
-            t[2].clone(),
-            heads,
-            Compute::default(),
-        )
+        attention_composed(t[0].clone(), t[1].clone(), t[2].clone(), heads, None)
     });
     assert_close("out", fo, go, 1e-5);
     for (name, (f, g)) in ["dq", "dk", "dv"].into_iter().zip(fg.into_iter().zip(gg)) {
@@ -172,9 +159,9 @@ fn dwconv_case(act: Activation) {
                 cv.bias = Some(attached(t[2].clone().reshape([c])));
                 let x = t[0].clone().squeeze_dim(0);
                 if fused {
-                    dwconv3x3_act(&cv, act, x, h, w)
+                    dwconv3x3_act(&cv, act, &x, h, w).expect("fused route")
                 } else {
-                    dwconv3x3_act_generic(&cv, act, x, h, w)
+                    dwconv3x3_act_composed(&cv, act, x, h, w)
                 }
             },
         )
@@ -204,9 +191,9 @@ fn inference_route_matches_the_composition() {
     let q = random::<Flex, 3>([1, 130, 32], 12);
     let k = random::<Flex, 3>([1, 17, 32], 13);
     let v = random::<Flex, 3>([1, 17, 32], 14);
-    assert_eq!(route::<Flex>(&[q.dtype()]), Some(Route::Inference));
-    let f = attention(q.clone(), k.clone(), v.clone(), 2, Compute::default());
-    let g = attention_generic(q, k, v, 2, Compute::default());
+    assert_eq!(route::<Flex>(&[q.dtype()]), Some(Route::Flex));
+    let f = attention(&q, &k, &v, 2).expect("fused route");
+    let g = attention_composed(q, k, v, 2, None);
     assert_close("out", f, g, 1e-5);
 }
 
@@ -214,14 +201,31 @@ fn inference_route_matches_the_composition() {
 fn other_dtypes_take_the_generic_path() {
     use burn::tensor::DType;
     assert_eq!(route::<A>(&[DType::F32, DType::BF16]), None);
-    assert_eq!(route::<AC>(&[DType::F32]), Some(Route::AutodiffBalanced));
+    assert_eq!(
+        route::<AC>(&[DType::F32]),
+        Some(Route::FlexAutodiffBalanced)
+    );
+}
+
+/// The decode head's tail through `ops`, which must take the fused kernel here.
+fn fused_tail<B: Backend>(
+    maps: Vec<Tensor<B, 4>>,
+    shift: Tensor<B, 1>,
+    norm: &BatchNorm2d<B>,
+) -> Tensor<B, 4> {
+    let c = Compute {
+        dtype: None,
+        kernels: Kernels::Auto,
+    };
+    assert_eq!(c.path::<B>(&shift.device()), KernelPath::Fused);
+    assert!(route::<B>(&[shift.dtype()]).is_some());
+    let size = [maps[0].dims()[2], maps[0].dims()[3]];
+    crate::ops::decode_tail(maps, shift, norm, size, c)
 }
 
 /// The decode head's tail: maps at four resolutions (odd ratios included), shift, BatchNorm
 /// parameters; outputs, every gradient and the running statistics.
 fn decode_tail_case<B: burn::tensor::backend::AutodiffBackend>() {
-    use crate::layers::BatchNorm2d;
-    use crate::model::tail_generic;
     let d = 5;
     let sizes = [[12, 10], [6, 5], [3, 3], [2, 1]];
     let maps: Vec<Tensor<B, 4>> = sizes
@@ -244,9 +248,9 @@ fn decode_tail_case<B: burn::tensor::backend::AutodiffBackend>() {
             norm.beta = attached(t[6].clone().reshape([d]));
             let shift = t[4].clone().reshape([d]);
             let out = if fused {
-                upsample_sum_bn_relu(&t[..4], &shift, &norm).expect("fused route")
+                fused_tail(t[..4].to_vec(), shift, &norm)
             } else {
-                tail_generic(&norm, t[..4].to_vec(), shift, [12, 10])
+                decode_tail_composed(&norm, t[..4].to_vec(), shift, [12, 10])
             };
             *bn.borrow_mut() = Some(norm);
             out
@@ -286,8 +290,6 @@ fn decode_tail_matches_the_composition() {
 
 #[test]
 fn decode_tail_inference_uses_running_statistics() {
-    use crate::layers::BatchNorm2d;
-    use crate::model::tail_generic;
     let d = 3;
     let mut norm = BatchNorm2d::<Flex>::new(d, &Default::default());
     norm.gamma = Param::from_tensor(random([d], 40));
@@ -299,8 +301,8 @@ fn decode_tail_inference_uses_running_statistics() {
         .map(|(i, &[h, w])| random([1, d, h, w], 43 + i as u64))
         .collect();
     let shift = random::<Flex, 1>([d], 50);
-    let f = upsample_sum_bn_relu(&maps, &shift, &norm).expect("fused route");
-    let g = tail_generic(&norm, maps, shift, [8, 8]);
+    let f = fused_tail(maps.clone(), shift.clone(), &norm);
+    let g = decode_tail_composed(&norm, maps, shift, [8, 8]);
     assert_close("out", f, g, 1e-5);
 }
 
@@ -321,8 +323,8 @@ fn cross_entropy_case(logit_size: [usize; 2], label_size: [usize; 2]) {
         upsample_cross_entropy(&t[0], &labels, 255).expect("fused route")
     });
     let (go, gg) = forward_backward::<A, 4, 1>(&[logits], |t| {
-        let up = crate::model::resize_bilinear(t[0].clone(), label_size);
-        crate::loss::cross_entropy(up, labels.clone(), 255)
+        let up = crate::bilinear::resize_bilinear(t[0].clone(), label_size);
+        crate::ops::cross_entropy(up, labels.clone(), 255)
     });
     assert_close("loss", fo, go, 1e-5);
     assert_close("dlogits", fg[0].clone(), gg[0].clone(), 1e-4);

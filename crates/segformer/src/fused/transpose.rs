@@ -6,18 +6,21 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
-use super::{FusedOp, apply, dims, flex, primitive, route, tensor, values};
+use super::{FusedOp, apply, dims, flex, route, values};
+use crate::compute::{primitive, tensor};
 
 /// Swaps the last two dimensions into a contiguous tensor.
 ///
 /// # Shapes
 /// - x: `[batch, X, Y]`
 /// - output: `[batch, Y, X]`
-pub(crate) fn transpose12<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
-    let Some(route) = route::<B>(&[x.dtype()]) else {
-        return x.swap_dims(1, 2);
-    };
-    tensor(apply::<B, _, 1>(route, &Transpose, [primitive(x)]))
+pub(crate) fn transpose12<B: Backend>(x: &Tensor<B, 3>) -> Option<Tensor<B, 3>> {
+    let route = route::<B>(&[x.dtype()])?;
+    Some(tensor(apply::<B, _, 1>(
+        route,
+        &Transpose,
+        [primitive(x.clone())],
+    )))
 }
 
 #[derive(Debug, Clone)]

@@ -7,12 +7,12 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{FloatDType, Tensor};
 
 use super::{RecomputeOp, apply, chunks};
-use crate::fused::{primitive, tensor};
+use crate::compute::{primitive, tensor};
 
 /// `softmax(Q·Kᵀ/√d)·V` per head (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`),
 /// in blocks of query rows holding about `chunk` scores each ([`super::CHUNK_ELEMENTS`]), with
-/// the matmuls in `compute` where set (autocast: softmax stays in the inputs' dtype), or `None`
-/// where no route serves `B` (see the module docs).
+/// the matmuls in `compute` where set (autocast: softmax stays in the inputs' dtype), on the
+/// backends the module docs list.
 ///
 /// # Shapes
 /// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
@@ -24,13 +24,16 @@ pub(crate) fn attention<B: Backend>(
     heads: usize,
     compute: Option<FloatDType>,
     chunk: usize,
-) -> Option<Tensor<B, 3>> {
+) -> Tensor<B, 3> {
     let op = AttentionOp {
         heads,
         compute,
         chunk,
     };
-    apply::<B, _, 3>(&op, [primitive(query), primitive(key), primitive(value)]).map(tensor)
+    tensor(apply::<B, _, 3>(
+        &op,
+        [primitive(query), primitive(key), primitive(value)],
+    ))
 }
 
 #[derive(Debug, Clone)]

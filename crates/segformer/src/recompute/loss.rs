@@ -1,7 +1,7 @@
 //! HF's segmentation loss (bilinear upsampling with `align_corners = false`, then
 //! cross-entropy over the valid pixels) that keeps only the quarter-resolution logits: both
 //! passes upsample the logits to the label size a band of rows at a time, as two gathers and
-//! a blend per axis (the taps of [`crate::fused::taps`]), and the backward pass scatters each
+//! a blend per axis (the taps of `crate::bilinear::taps`), and the backward pass scatters each
 //! band's gradient back through the same taps.
 
 use burn::tensor::activation::{log_softmax, softmax};
@@ -10,12 +10,13 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 
 use super::{RecomputeOp, apply, chunks};
-use crate::fused::{primitive, taps, tensor};
+use crate::bilinear::taps;
+use crate::compute::{primitive, tensor};
 
 /// Mean cross-entropy over the valid label pixels (`0 <= label < classes`, `!= ignore`) of the
 /// logits upsampled to the labels' size, in bands of rows holding about `chunk` upsampled
-/// logits each ([`super::CHUNK_ELEMENTS`]), or `None` where no route serves `B` (see the module
-/// docs). All pixels ignored gives 0.
+/// logits each ([`super::CHUNK_ELEMENTS`]), on the backends the module docs list. All pixels
+/// ignored gives 0.
 ///
 /// # Shapes
 /// - logits: `[batch, classes, h, w]`
@@ -26,12 +27,15 @@ pub(crate) fn upsample_cross_entropy<B: Backend>(
     labels: &Tensor<B, 3, Int>,
     ignore: i64,
     chunk: usize,
-) -> Option<Tensor<B, 1>> {
+) -> Tensor<B, 1> {
     // Labels travel as an untracked float input (exact below 2^24), so the op needs no
     // integer state of its own backend type.
     let labels = labels.clone().float();
     let op = CrossEntropy { ignore, chunk };
-    apply::<B, _, 2>(&op, [primitive(logits.clone()), primitive(labels)]).map(tensor)
+    tensor(apply::<B, _, 2>(
+        &op,
+        [primitive(logits.clone()), primitive(labels)],
+    ))
 }
 
 /// Upsampled logits in the first band of [`upsample_cross_entropy`] with the default chunk

@@ -6,15 +6,15 @@
 //! - the loss keeps the quarter-resolution logits, never the `labels·H·W` upsampled ones nor
 //!   their log-softmax.
 //!
-//! Unlike [`crate::fused`] (hand-written f32 loops for burn-flex), these are composed from burn
+//! Unlike `crate::fused` (hand-written f32 loops for burn-flex), these are composed from burn
 //! tensor ops on the inner backend, so one implementation serves `Autodiff<I, C>` for any inner
-//! backend `I`. Autodiff backends are matched by type (`TypeId`, as in [`crate::fused::route`]):
-//! burn-flex and, with the `cuda` feature, burn-cuda, each with and without activation
-//! checkpointing. A backend without autodiff runs the chunked forward directly; an autodiff
-//! backend not listed returns `None` and its caller composes the op from burn ops.
-//!
-//! Setting `SEGFORMER_RECOMPUTE=0` in the environment turns these ops off (burn's plain
-//! composition, for the memory benchmark's comparison).
+//! backend `I`. Autodiff backends are matched by type (the `TypeId` table of
+//! `crate::compute::Route`): burn-flex and, with the `cuda` feature, burn-cuda, each with and
+//! without activation checkpointing. A backend without autodiff runs the chunked forward
+//! directly. `crate::ops` calls these where the model's kernels resolve to
+//! [`KernelPath::Recompute`](crate::KernelPath::Recompute) (or to `Fused` where no fused
+//! kernel serves the inputs), which [`Kernels::path`](crate::Kernels::path) grants exactly
+//! on the backends listed here.
 
 mod attention;
 mod loss;
@@ -22,9 +22,7 @@ mod loss;
 #[cfg(test)]
 mod tests;
 
-use std::any::TypeId;
 use std::fmt::Debug;
-use std::sync::OnceLock;
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::{
@@ -40,15 +38,7 @@ pub(crate) use attention::attention;
 pub use loss::loss_band_elements;
 pub(crate) use loss::upsample_cross_entropy;
 
-use crate::fused::same;
-
-/// Whether the memory-saving ops that recompute attention scores and upsampled logits in the
-/// backward pass serve the backends without fused kernels (burn-cuda; burn-flex with
-/// `SEGFORMER_FUSED=0`): yes unless the environment sets `SEGFORMER_RECOMPUTE=0` (read once).
-pub fn enabled() -> bool {
-    static ENABLED: OnceLock<bool> = OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var("SEGFORMER_RECOMPUTE").map_or(true, |v| v != "0"))
-}
+use crate::compute::{Route, same};
 
 /// Elements of the largest intermediate one chunk of the recomputing ops materialises (the
 /// scores of a block of query rows, the upsampled logits of a band of label rows): 4 Mi f32 =
@@ -71,36 +61,45 @@ pub(crate) trait RecomputeOp<const N: usize>: Clone + Send + Sync + Debug + 'sta
 }
 
 /// Runs `op` on `B`: through a custom autodiff step on the autodiff backends listed in the
-/// module docs, directly where `B` has no autodiff, and `None` elsewhere or when [`enabled`]
-/// is false.
+/// module docs, directly where `B` has no autodiff.
+///
+/// # Panics
+/// On an autodiff backend not listed: [`Kernels::path`](crate::Kernels::path) resolves those
+/// to burn's composition, so the ops never call this for them.
 pub(crate) fn apply<B: Backend, O: RecomputeOp<N>, const N: usize>(
     op: &O,
     inputs: [FloatTensor<B>; N],
-) -> Option<FloatTensor<B>> {
-    if !enabled() {
-        return None;
+) -> FloatTensor<B> {
+    match Route::of::<B>() {
+        Some(Route::FlexAutodiff) => same(apply_autodiff::<Flex, NoCheckpointing, O, N>(
+            op,
+            inputs.map(same),
+        )),
+        Some(Route::FlexAutodiffBalanced) => {
+            same(apply_autodiff::<Flex, BalancedCheckpointing, O, N>(
+                op,
+                inputs.map(same),
+            ))
+        }
+        #[cfg(feature = "cuda")]
+        Some(Route::CudaAutodiff) => {
+            same(apply_autodiff::<burn::backend::Cuda, NoCheckpointing, O, N>(op, inputs.map(same)))
+        }
+        #[cfg(feature = "cuda")]
+        Some(Route::CudaAutodiffBalanced) => same(apply_autodiff::<
+            burn::backend::Cuda,
+            BalancedCheckpointing,
+            O,
+            N,
+        >(op, inputs.map(same))),
+        Some(Route::Flex) | None => {
+            assert!(
+                !B::ad_enabled(&B::float_device(&inputs[0])),
+                "no recomputing autodiff step for this backend: its kernels resolve to burn's composition"
+            );
+            op.forward::<B>(inputs)
+        }
     }
-    macro_rules! autodiff_of {
-        ($inner:ty, $strategy:ty) => {
-            if TypeId::of::<B>() == TypeId::of::<Autodiff<$inner, $strategy>>() {
-                return Some(same(apply_autodiff::<$inner, $strategy, O, N>(
-                    op,
-                    inputs.map(same),
-                )));
-            }
-        };
-    }
-    autodiff_of!(Flex, NoCheckpointing);
-    autodiff_of!(Flex, BalancedCheckpointing);
-    #[cfg(feature = "cuda")]
-    {
-        autodiff_of!(burn::backend::Cuda, NoCheckpointing);
-        autodiff_of!(burn::backend::Cuda, BalancedCheckpointing);
-    }
-    if !B::ad_enabled(&B::float_device(&inputs[0])) {
-        return Some(op.forward::<B>(inputs));
-    }
-    None
 }
 
 fn apply_autodiff<I: Backend, C: CheckpointStrategy, O: RecomputeOp<N>, const N: usize>(

@@ -8,8 +8,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
 use super::{CHUNK_ELEMENTS, attention, upsample_cross_entropy};
-use crate::fused::attention_generic;
-use crate::layers::Compute;
+use crate::ops::attention_composed;
 use crate::test_support::{assert_close, forward_backward, random};
 
 type A = Autodiff<Flex>;
@@ -19,7 +18,7 @@ type AC = Autodiff<Flex, BalancedCheckpointing>;
 fn attention_case<B: AutodiffBackend>(
     heads: usize,
     [n, m]: [usize; 2],
-    compute: Compute,
+    compute: Option<FloatDType>,
     chunk: usize,
     tol: f32,
 ) {
@@ -29,10 +28,10 @@ fn attention_case<B: AutodiffBackend>(
     let inputs = [q, k, v];
     let (ro, rg) = forward_backward(&inputs, |t| {
         let (q, k, v) = (t[0].clone(), t[1].clone(), t[2].clone());
-        attention(q, k, v, heads, compute.0, chunk).expect("a recompute route for this backend")
+        attention(q, k, v, heads, compute, chunk)
     });
     let (go, gg) = forward_backward(&inputs, |t| {
-        attention_generic(t[0].clone(), t[1].clone(), t[2].clone(), heads, compute)
+        attention_composed(t[0].clone(), t[1].clone(), t[2].clone(), heads, compute)
     });
     assert_close("out", ro, go, tol);
     for (name, (r, g)) in ["dq", "dk", "dv"].into_iter().zip(rg.into_iter().zip(gg)) {
@@ -43,21 +42,21 @@ fn attention_case<B: AutodiffBackend>(
 #[test]
 fn attention_matches_the_composition_across_chunks() {
     // 2 images × 2 heads × 37 keys: blocks of 13 query rows, the last one shorter.
-    attention_case::<A>(2, [100, 37], Compute::default(), 2 * 2 * 37 * 13, 1e-5);
+    attention_case::<A>(2, [100, 37], None, 2 * 2 * 37 * 13, 1e-5);
     // One block (the default size).
-    attention_case::<A>(1, [64, 64], Compute::default(), CHUNK_ELEMENTS, 1e-5);
+    attention_case::<A>(1, [64, 64], None, CHUNK_ELEMENTS, 1e-5);
 }
 
 #[test]
 fn attention_with_activation_checkpointing() {
-    attention_case::<AC>(3, [300, 20], Compute::default(), 2 * 3 * 20 * 50, 1e-5);
+    attention_case::<AC>(3, [300, 20], None, 2 * 3 * 20 * 50, 1e-5);
 }
 
 #[test]
 fn attention_under_bf16_autocast_matches_the_composition() {
     // Both sides round the same matmul inputs to bf16; what differs is only the order of the
     // f32 accumulations inside the matmuls.
-    let bf16 = Compute(Some(FloatDType::BF16));
+    let bf16 = Some(FloatDType::BF16);
     attention_case::<A>(2, [300, 40], bf16, 2 * 2 * 40 * 70, 2e-2);
 }
 
@@ -66,9 +65,8 @@ fn attention_without_autodiff_runs_the_chunked_forward() {
     let q = random::<Flex, 3>([1, 130, 32], 12);
     let k = random::<Flex, 3>([1, 17, 32], 13);
     let v = random::<Flex, 3>([1, 17, 32], 14);
-    let r = attention(q.clone(), k.clone(), v.clone(), 2, None, CHUNK_ELEMENTS)
-        .expect("inference route");
-    let g = attention_generic(q, k, v, 2, Compute::default());
+    let r = attention(q.clone(), k.clone(), v.clone(), 2, None, CHUNK_ELEMENTS);
+    let g = attention_composed(q, k, v, 2, None);
     assert_close("out", r, g, 1e-5);
 }
 
@@ -94,11 +92,11 @@ fn cross_entropy_case<B: AutodiffBackend>(
     );
     let (ro, rg) = forward_backward::<B, 4, 1>(&[logits.clone()], |t| {
         let chunk = 2 * classes * label_size[1] * rows;
-        upsample_cross_entropy(&t[0], &labels, 255, chunk).expect("a recompute route")
+        upsample_cross_entropy(&t[0], &labels, 255, chunk)
     });
     let (go, gg) = forward_backward::<B, 4, 1>(&[logits], |t| {
-        let up = crate::model::resize_bilinear(t[0].clone(), label_size);
-        crate::loss::cross_entropy(up, labels.clone(), 255)
+        let up = crate::bilinear::resize_bilinear(t[0].clone(), label_size);
+        crate::ops::cross_entropy(up, labels.clone(), 255)
     });
     assert_close("loss", ro, go, 1e-5);
     assert_close("dlogits", rg[0].clone(), gg[0].clone(), 1e-4);
@@ -120,7 +118,7 @@ fn cross_entropy_matches_upsample_then_loss() {
 fn cross_entropy_of_all_ignored_pixels_is_zero() {
     let logits = random::<A, 4>([1, 3, 2, 2], 1).require_grad();
     let labels = Tensor::<A, 3, Int>::full([1, 8, 8], 255, &Default::default());
-    let loss = upsample_cross_entropy(&logits, &labels, 255, CHUNK_ELEMENTS).unwrap();
+    let loss = upsample_cross_entropy(&logits, &labels, 255, CHUNK_ELEMENTS);
     assert_eq!(loss.clone().into_scalar(), 0.0);
     let grads = loss.backward();
     let g = logits.grad(&grads).unwrap();

@@ -7,7 +7,7 @@ use burn::nn::{LayerNorm, Linear};
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
-use crate::layers::BatchNorm2d;
+use crate::batch_norm::BatchNorm2d;
 use crate::model::Segformer;
 
 /// Receives every tensor of the model under its 5.x state-dict key.

@@ -80,14 +80,17 @@ pub fn assert_close(what: &str, ours: &TensorData, reference: &TensorData, tol: 
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Int, Tensor};
+use segformer::Kernels;
 
 type Train = Autodiff<Flex>;
 
-/// Eval-mode logits and every encoder stage output against `eval.*`.
-pub fn check_eval(dir: &Path) {
+/// Eval-mode logits and every encoder stage output against `eval.*`, the layers run by
+/// `kernels`.
+pub fn check_eval(dir: &Path, kernels: Kernels) {
     let device = Default::default();
     let (model, report) = segformer::load_hf_dir::<Flex>(dir, &device).expect("load model dir");
     assert!(report.is_exact(), "unexpected load report:\n{report}");
+    let model = model.with_kernels(kernels);
     let exp = expected(dir);
     let pixels = Tensor::<Flex, 4>::from_data(exp["pixel_values"].clone(), &device);
     let (logits, hidden) = model.forward_with_hidden_states(pixels);
@@ -125,10 +128,11 @@ fn zero_by_construction(name: &str) -> bool {
 }
 
 /// One train-mode step under `Autodiff<Flex>`: loss, logits, every gradient and the
-/// BatchNorm running statistics against `train.*` / `grad.*`.
-pub fn check_train(dir: &Path) {
+/// BatchNorm running statistics against `train.*` / `grad.*`, the layers run by `kernels`.
+pub fn check_train(dir: &Path, kernels: Kernels) {
     let device = Default::default();
     let (model, _) = segformer::load_hf_dir::<Train>(dir, &device).expect("load model dir");
+    let model = model.with_kernels(kernels);
     let exp = expected(dir);
     let pixels = Tensor::<Train, 4>::from_data(exp["pixel_values"].clone(), &device);
     let labels = Tensor::<Train, 3, Int>::from_data(exp["labels"].clone(), &device);

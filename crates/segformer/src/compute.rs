@@ -1,0 +1,264 @@
+//! How the layers compute: the kernel choice ([`Kernels`]), the path it resolves to on a
+//! backend ([`KernelPath`]), the autocast dtype ([`Compute`]) and the Mix-FFN [`Activation`];
+//! plus the one table of backend types segformer has its own kernels for ([`Route`]) and the
+//! helpers that move tensors across it.
+//!
+//! This is the crate's leaf module: it imports nothing from the crate, and `fused`,
+//! `recompute`, `ops` and the layers import it.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+
+use burn::backend::autodiff::checkpoint::strategy::{BalancedCheckpointing, NoCheckpointing};
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{FloatDType, Tensor, TensorPrimitive};
+use serde::Serialize;
+
+/// Which implementation of the layers a model runs: the caller's choice, set with
+/// [`Segformer::with_kernels`](crate::Segformer::with_kernels) and resolved per backend by
+/// [`Kernels::path`]. Every choice computes the same function (up to float rounding); they
+/// differ in speed and in what the backward pass keeps in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kernels {
+    /// The fastest the backend has: segformer's fused CPU kernels on burn-flex (f32), else its
+    /// recomputing attention and loss where they serve the backend, else burn's composition.
+    #[default]
+    Auto,
+    /// Never the fused kernels: burn's ops with segformer's recomputing attention and loss
+    /// (what burn-cuda runs; on the CPU, for comparison).
+    Recompute,
+    /// burn's plain op-by-op composition everywhere (for comparison).
+    Composed,
+}
+
+/// The implementation a [`Kernels`] choice resolves to on one backend ([`Kernels::path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelPath {
+    /// segformer's fused CPU kernels (burn-flex, f32 tensors) with their own backward passes;
+    /// attention probabilities and full-resolution logits are recomputed, never kept. An op
+    /// without a fused kernel for its inputs falls back to the recomputing op, then burn's.
+    Fused,
+    /// burn's op-by-op composition with segformer's recomputing attention and loss: attention
+    /// scores and full-resolution logits are recomputed in bounded chunks, never kept.
+    Recompute,
+    /// burn's plain op-by-op composition: attention scores and full-resolution logits are
+    /// kept for the backward pass.
+    Composed,
+}
+
+/// A backend as kernel resolution sees it, for callers that plan for a backend they do not
+/// name as a type (a device whose backend is not compiled in); [`BackendKind::of`] classifies
+/// a backend type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// burn-flex: `Flex`, `Autodiff<Flex>`, `Autodiff<Flex, BalancedCheckpointing>`.
+    Flex,
+    /// burn-cuda: `Cuda`, `Autodiff<Cuda>`, `Autodiff<Cuda, BalancedCheckpointing>`, as a build
+    /// with segformer's `cuda` feature runs them (without it, [`BackendKind::of`] sees
+    /// `Autodiff<Cuda>` as [`BackendKind::OtherAutodiff`]).
+    Cuda,
+    /// Any other backend without autodiff (inference).
+    Other,
+    /// Any other autodiff backend.
+    OtherAutodiff,
+}
+
+impl BackendKind {
+    /// The kind of backend `B` (tensors on `device`).
+    pub fn of<B: Backend>(device: &B::Device) -> Self {
+        match Route::of::<B>() {
+            Some(Route::Flex | Route::FlexAutodiff | Route::FlexAutodiffBalanced) => Self::Flex,
+            #[cfg(feature = "cuda")]
+            Some(Route::CudaAutodiff | Route::CudaAutodiffBalanced) => Self::Cuda,
+            None if B::ad_enabled(device) => Self::OtherAutodiff,
+            None => Self::Other,
+        }
+    }
+}
+
+impl Kernels {
+    /// The path this choice takes on a backend of kind `backend`: the one rule, used by the
+    /// layers at run time and by planners ahead of it.
+    ///
+    /// The fused kernels exist for burn-flex only; the recomputing ops serve every backend
+    /// without autodiff and the autodiff backends segformer matches by type (burn-flex, and
+    /// burn-cuda with the `cuda` feature).
+    pub fn path(self, backend: BackendKind) -> KernelPath {
+        use BackendKind as K;
+        match (self, backend) {
+            (Kernels::Auto, K::Flex) => KernelPath::Fused,
+            (Kernels::Auto | Kernels::Recompute, K::Flex | K::Cuda | K::Other) => {
+                KernelPath::Recompute
+            }
+            (_, K::OtherAutodiff) | (Kernels::Composed, _) => KernelPath::Composed,
+        }
+    }
+
+    /// The path this choice takes on backend `B` (tensors on `device`).
+    pub fn path_for<B: Backend>(self, device: &B::Device) -> KernelPath {
+        self.path(BackendKind::of::<B>(device))
+    }
+}
+
+/// `auto`, `recompute` or `composed`.
+impl fmt::Display for Kernels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kernels::Auto => "auto",
+            Kernels::Recompute => "recompute",
+            Kernels::Composed => "composed",
+        })
+    }
+}
+
+/// `fused`, `recompute` or `composed`.
+impl fmt::Display for KernelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KernelPath::Fused => "fused",
+            KernelPath::Recompute => "recompute",
+            KernelPath::Composed => "composed",
+        })
+    }
+}
+
+/// What every layer receives: the kernel choice, and autocast-style mixed precision: where
+/// `dtype` is set, every Linear, Conv2d and attention matmul runs on inputs and weights cast
+/// to it, and its result is cast back to the input's dtype, so LayerNorm, BatchNorm, softmax
+/// and the loss stay in full precision (PyTorch autocast's rules for these ops).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct Compute {
+    /// The autocast dtype, if any.
+    pub dtype: Option<FloatDType>,
+    /// The implementation of the layers.
+    pub kernels: Kernels,
+}
+
+impl Compute {
+    /// The path the layers take on backend `B` (tensors on `device`).
+    pub(crate) fn path<B: Backend>(self, device: &B::Device) -> KernelPath {
+        self.kernels.path_for::<B>(device)
+    }
+}
+
+/// The activation inside the Mix-FFN, parsed from `hidden_act`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activation {
+    /// Exact erf GELU (HF "gelu").
+    Gelu,
+    /// tanh-approximated GELU (HF "gelu_new" / "gelu_pytorch_tanh").
+    GeluTanh,
+    /// ReLU.
+    Relu,
+    /// SiLU / swish.
+    Silu,
+}
+
+/// The backend types segformer has its own kernels for, matched by `TypeId`: the fused
+/// kernels serve the burn-flex ones, the recomputing ops the autodiff ones. Primitives move
+/// across with [`same`] (an `Any` downcast), so there is no `unsafe` in the dispatch and no
+/// extra trait bound on users of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `Flex`: forward only.
+    Flex,
+    /// `Autodiff<Flex>`.
+    FlexAutodiff,
+    /// `Autodiff<Flex, BalancedCheckpointing>`.
+    FlexAutodiffBalanced,
+    /// `Autodiff<Cuda>`.
+    #[cfg(feature = "cuda")]
+    CudaAutodiff,
+    /// `Autodiff<Cuda, BalancedCheckpointing>`.
+    #[cfg(feature = "cuda")]
+    CudaAutodiffBalanced,
+}
+
+impl Route {
+    /// The route of backend `B`, if it is one of the listed types.
+    pub(crate) fn of<B: Backend>() -> Option<Route> {
+        let id = TypeId::of::<B>();
+        let routes = [
+            (TypeId::of::<Flex>(), Route::Flex),
+            (
+                TypeId::of::<Autodiff<Flex, NoCheckpointing>>(),
+                Route::FlexAutodiff,
+            ),
+            (
+                TypeId::of::<Autodiff<Flex, BalancedCheckpointing>>(),
+                Route::FlexAutodiffBalanced,
+            ),
+            #[cfg(feature = "cuda")]
+            (
+                TypeId::of::<Autodiff<burn::backend::Cuda, NoCheckpointing>>(),
+                Route::CudaAutodiff,
+            ),
+            #[cfg(feature = "cuda")]
+            (
+                TypeId::of::<Autodiff<burn::backend::Cuda, BalancedCheckpointing>>(),
+                Route::CudaAutodiffBalanced,
+            ),
+        ];
+        routes.into_iter().find(|(t, _)| *t == id).map(|(_, r)| r)
+    }
+}
+
+/// Moves a value between two types known (by [`Route::of`]) to be the same.
+pub(crate) fn same<T: 'static, U: 'static>(value: T) -> U {
+    *(Box::new(value) as Box<dyn Any>)
+        .downcast::<U>()
+        .expect("the route checked the backend type")
+}
+
+/// The primitive of a float tensor.
+pub(crate) fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
+    t.into_primitive().tensor()
+}
+
+/// A float tensor from its primitive.
+pub(crate) fn tensor<B: Backend, const D: usize>(p: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type A = Autodiff<Flex>;
+    type AC = Autodiff<Flex, BalancedCheckpointing>;
+
+    #[test]
+    fn backend_types_have_their_kind() {
+        let device = Default::default();
+        assert_eq!(BackendKind::of::<Flex>(&device), BackendKind::Flex);
+        assert_eq!(BackendKind::of::<A>(&device), BackendKind::Flex);
+        assert_eq!(BackendKind::of::<AC>(&device), BackendKind::Flex);
+        assert_eq!(Route::of::<AC>(), Some(Route::FlexAutodiffBalanced));
+    }
+
+    #[test]
+    fn each_choice_resolves_per_backend_kind() {
+        use BackendKind as K;
+        use KernelPath as P;
+        let check = |k: Kernels, expected: [P; 4]| {
+            let found = [K::Flex, K::Cuda, K::Other, K::OtherAutodiff].map(|b| k.path(b));
+            assert_eq!(found, expected, "{k}");
+        };
+        check(
+            Kernels::Auto,
+            [P::Fused, P::Recompute, P::Recompute, P::Composed],
+        );
+        check(
+            Kernels::Recompute,
+            [P::Recompute, P::Recompute, P::Recompute, P::Composed],
+        );
+        check(Kernels::Composed, [P::Composed; 4]);
+        assert_eq!(
+            Kernels::default().path_for::<A>(&Default::default()),
+            P::Fused
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! One entry per op the layers run, each choosing its implementation from the [`Compute`] it
+//! is given: the fused CPU kernel (`crate::fused`) where the model's kernels resolve to
+//! [`KernelPath::Fused`] and the kernel serves the inputs, else the recomputing op
+//! (`crate::recompute`, attention and the loss) unless they resolve to
+//! [`KernelPath::Composed`], else burn's composition ([`composed`]). The encoder and the
+//! decode head call only these.
+//!
+//! Autocast (`Compute::dtype`) runs Linear, Conv2d and the attention matmuls in the compute
+//! dtype; the fused kernels are f32 throughout, so a cast linear layer is always composed.
+
+mod composed;
+
+use burn::nn::conv::Conv2d;
+use burn::nn::{Dropout, LayerNorm, Linear};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Distribution, Int, Tensor};
+
+use crate::batch_norm::BatchNorm2d;
+use crate::bilinear::resize_bilinear;
+use crate::compute::{Activation, Compute, KernelPath};
+use crate::fused;
+use crate::recompute::{self, CHUNK_ELEMENTS};
+
+#[cfg(test)]
+pub(crate) use composed::{
+    attention as attention_composed, cross_entropy, decode_tail as decode_tail_composed,
+    dwconv3x3_act as dwconv3x3_act_composed,
+};
+
+/// PyTorch's default LayerNorm eps, which HF's SegFormer uses everywhere.
+pub(crate) const LAYER_NORM_EPS: f64 = 1e-5;
+
+/// Whether the model's kernels resolve to the fused ones on `B`.
+fn fused_path<B: Backend>(c: Compute, device: &B::Device) -> bool {
+    c.path::<B>(device) == KernelPath::Fused
+}
+
+/// `nn.Linear` on the last dimension.
+///
+/// # Shapes
+/// - x: `[..., d_input]` -> `[..., d_output]`
+pub(crate) fn linear<B: Backend, const D: usize>(
+    layer: &Linear<B>,
+    x: Tensor<B, D>,
+    c: Compute,
+) -> Tensor<B, D> {
+    if let Some(dtype) = c.dtype {
+        return composed::linear_autocast(layer, x, dtype);
+    }
+    if fused_path::<B>(c, &x.device())
+        && let Some(y) = fused::linear(layer, &x)
+    {
+        return y;
+    }
+    layer.forward(x)
+}
+
+/// `nn.LayerNorm` with eps 1e-5 on the last dimension (always in the input's dtype).
+///
+/// # Shapes
+/// - x: `[..., d]` -> `[..., d]`
+pub(crate) fn layer_norm<B: Backend, const D: usize>(
+    layer: &LayerNorm<B>,
+    x: Tensor<B, D>,
+    c: Compute,
+) -> Tensor<B, D> {
+    if fused_path::<B>(c, &x.device())
+        && let Some(y) = fused::layer_norm(layer, &x, LAYER_NORM_EPS)
+    {
+        return y;
+    }
+    layer.forward(x)
+}
+
+/// `nn.Conv2d` (burn's composition; in the compute dtype where set).
+///
+/// # Shapes
+/// - x: `[batch, c_in, h, w]` -> `[batch, c_out, h', w']`
+pub(crate) fn conv<B: Backend>(layer: &Conv2d<B>, x: Tensor<B, 4>, c: Compute) -> Tensor<B, 4> {
+    composed::conv(layer, x, c.dtype)
+}
+
+/// A batched matmul (burn's composition; in the compute dtype where set).
+///
+/// # Shapes
+/// - a: `[..., n, k]`, b: `[..., k, m]` -> `[..., n, m]`
+pub(crate) fn matmul<B: Backend, const D: usize>(
+    a: Tensor<B, D>,
+    b: Tensor<B, D>,
+    c: Compute,
+) -> Tensor<B, D> {
+    composed::matmul(a, b, c.dtype)
+}
+
+/// Swaps the last two dimensions.
+///
+/// # Shapes
+/// - x: `[batch, X, Y]` -> `[batch, Y, X]`
+pub(crate) fn transpose12<B: Backend>(x: Tensor<B, 3>, c: Compute) -> Tensor<B, 3> {
+    if fused_path::<B>(c, &x.device())
+        && let Some(y) = fused::transpose12(&x)
+    {
+        return y;
+    }
+    x.swap_dims(1, 2)
+}
+
+/// `softmax(Q·Kᵀ/√d)·V` per head, heads interleaved in the channel dimension (`C = heads·d`),
+/// with `dropout` on the probabilities when training (then always burn's composition: the
+/// fused and recomputing kernels have no dropout).
+///
+/// # Shapes
+/// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
+/// - output: `[batch, N, C]`
+pub(crate) fn attention<B: Backend>(
+    query: Tensor<B, 3>,
+    key: Tensor<B, 3>,
+    value: Tensor<B, 3>,
+    heads: usize,
+    dropout: &Dropout,
+    c: Compute,
+) -> Tensor<B, 3> {
+    let device = query.device();
+    if dropout.prob > 0.0 && B::ad_enabled(&device) {
+        return composed::attention_with_dropout(query, key, value, heads, dropout, c.dtype);
+    }
+    let path = c.path::<B>(&device);
+    if path == KernelPath::Fused
+        && let Some(y) = fused::attention(&query, &key, &value, heads)
+    {
+        return y;
+    }
+    if path != KernelPath::Composed {
+        return recompute::attention(query, key, value, heads, c.dtype, CHUNK_ELEMENTS);
+    }
+    composed::attention(query, key, value, heads, c.dtype)
+}
+
+/// The Mix-FFN's 3×3 depthwise conv and its activation on the token layout (in the input's
+/// dtype: it is not autocast).
+///
+/// # Shapes
+/// - x: `[batch, h*w, C]` -> `[batch, h*w, C]`
+pub(crate) fn dwconv3x3_act<B: Backend>(
+    conv: &Conv2d<B>,
+    act: Activation,
+    x: Tensor<B, 3>,
+    [h, w]: [usize; 2],
+    c: Compute,
+) -> Tensor<B, 3> {
+    if fused_path::<B>(c, &x.device())
+        && let Some(y) = fused::dwconv3x3_act(conv, act, &x, h, w)
+    {
+        return y;
+    }
+    composed::dwconv3x3_act(conv, act, x, h, w)
+}
+
+/// The decode head's tail, `relu(bn(Σ_i up(maps[i]) + shift))` with bilinear upsampling to
+/// `size`; BatchNorm uses (and updates the running statistics from) the batch statistics
+/// under autodiff, the running statistics otherwise.
+///
+/// # Shapes
+/// - maps: `[batch, D, h_i, w_i]`; shift: `[D]`
+/// - output: `[batch, D, size[0], size[1]]`
+pub(crate) fn decode_tail<B: Backend>(
+    maps: Vec<Tensor<B, 4>>,
+    shift: Tensor<B, 1>,
+    bn: &BatchNorm2d<B>,
+    size: [usize; 2],
+    c: Compute,
+) -> Tensor<B, 4> {
+    let device = shift.device();
+    if fused_path::<B>(c, &device) {
+        let norm = fused::Norm {
+            gamma: bn.gamma.val(),
+            beta: bn.beta.val(),
+            running: (!B::ad_enabled(&device))
+                .then(|| (bn.running_mean.value(), bn.running_var.value())),
+            eps: bn.epsilon,
+        };
+        if let Some((y, stats)) = fused::upsample_sum_bn_relu(&maps, &shift, norm) {
+            if let Some((mean, unbiased_var)) = stats {
+                bn.update_running(mean, unbiased_var);
+            }
+            return y;
+        }
+    }
+    composed::decode_tail(bn, maps, shift, size)
+}
+
+/// Stochastic depth: drops the whole residual branch per sample with probability `prob`
+/// (training only), scaling survivors by `1 / (1 - prob)` like timm/HF `drop_path`.
+///
+/// # Shapes
+/// - x: `[batch, seq, channels]` -> `[batch, seq, channels]`
+pub(crate) fn drop_path<B: Backend>(x: Tensor<B, 3>, prob: f64, c: Compute) -> Tensor<B, 3> {
+    let device = x.device();
+    if prob == 0.0 || !B::ad_enabled(&device) {
+        return x;
+    }
+    let keep = 1.0 - prob;
+    let batch = x.dims()[0];
+    let mask = Tensor::<B, 3>::random([batch, 1, 1], Distribution::Bernoulli(keep), &device);
+    if fused_path::<B>(c, &device)
+        && let Some(y) = fused::drop_samples(&x, &mask, keep)
+    {
+        return y;
+    }
+    x * mask / keep
+}
+
+/// HF's segmentation loss on logits upsampled bilinearly (`align_corners = false`) to the
+/// labels' size: cross-entropy over the pixels whose label is a class other than `ignore`,
+/// or for a single channel the BCE-with-logits masked by the valid pixels and averaged over
+/// all pixels.
+///
+/// # Shapes
+/// - logits: `[batch, classes, h, w]`
+/// - labels: `[batch, H, W]`
+/// - output: `[1]`
+pub(crate) fn segmentation_loss<B: Backend>(
+    logits: Tensor<B, 4>,
+    labels: Tensor<B, 3, Int>,
+    ignore: i64,
+    c: Compute,
+) -> Tensor<B, 1> {
+    let [_, height, width] = labels.dims();
+    let classes = logits.dims()[1];
+    if classes > 1 {
+        let path = c.path::<B>(&logits.device());
+        if path == KernelPath::Fused
+            && let Some(loss) = fused::upsample_cross_entropy(&logits, &labels, ignore)
+        {
+            return loss;
+        }
+        if path != KernelPath::Composed {
+            return recompute::upsample_cross_entropy(&logits, &labels, ignore, CHUNK_ELEMENTS);
+        }
+    }
+    let logits = resize_bilinear(logits, [height, width]);
+    if classes == 1 {
+        composed::masked_bce_with_logits(logits, labels, ignore)
+    } else {
+        composed::cross_entropy(logits, labels, ignore)
+    }
+}
