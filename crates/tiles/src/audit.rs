@@ -129,8 +129,7 @@ pub(crate) fn audit_pairs(
         })
         .collect();
     let mut sizes = BTreeMap::new();
-    let mut raw = [0u64; 256];
-    let mut first_seen: [Option<&Path>; 256] = [None; 256];
+    let mut values = ValueTally::new();
     let mut first: Option<(&Path, usize, SampleKind)> = None;
     let mut stats: Option<StatsAccumulator> = None;
     for pair in pairs {
@@ -158,35 +157,15 @@ pub(crate) fn audit_pairs(
         let split = splits
             .get_mut(pair.split)
             .expect("pairs carry known split names");
-        split.samples += 1;
-        split.total_pixels += mask.data.len() as u64;
-        for &v in &mask.data {
-            raw[v as usize] += 1;
-            match lut[v as usize] {
-                Some(Mask::IGNORE) => split.ignored_pixels += 1,
-                Some(c) => split.class_pixels[c as usize] += 1,
-                None => {
-                    first_seen[v as usize].get_or_insert(&pair.mask);
-                }
-            }
-        }
+        values.add(split, &mask, &lut, &pair.mask);
         if pair.split == "train"
             && let Some(acc) = stats.as_mut()
         {
             acc.add(&image, geo.and_then(|g| g.nodata));
         }
     }
-    let unmapped: Vec<(u8, u64, PathBuf)> = (0..256)
-        .filter_map(|v| first_seen[v].map(|p| (v as u8, raw[v], p.to_path_buf())))
-        .collect();
-    if !unmapped.is_empty() {
-        let found: Vec<u8> = (0..=255u8).filter(|&v| raw[v as usize] > 0).collect();
-        return Err(TilesError::UnmappedValues {
-            values: unmapped,
-            suggestion: labels.suggest(&found),
-        });
-    }
-    check_empty_classes(labels, &splits, &raw, location)?;
+    values.check_mapped(labels)?;
+    check_empty_classes(labels, &splits, &values.raw, location)?;
     for (name, s) in &splits {
         if s.samples == 0 {
             return Err(TilesError::EmptySplit {
@@ -205,11 +184,63 @@ pub(crate) fn audit_pairs(
         kind,
         classes: labels.class_names(),
         raw_values: (0..256)
-            .filter(|&v| raw[v] > 0)
-            .map(|v| (v as u8, raw[v]))
+            .filter(|&v| values.raw[v] > 0)
+            .map(|v| (v as u8, values.raw[v]))
             .collect(),
         band_stats: stats.map(|s| s.finish()).unwrap_or_default(),
     })
+}
+
+/// Counts of every raw mask value, and the first mask where each unmapped value was seen.
+struct ValueTally<'a> {
+    raw: [u64; 256],
+    first_unmapped: [Option<&'a Path>; 256],
+}
+
+impl<'a> ValueTally<'a> {
+    fn new() -> Self {
+        Self {
+            raw: [0; 256],
+            first_unmapped: [None; 256],
+        }
+    }
+
+    /// Counts `mask` (read from `path`) into the tally and into `split`'s class pixels.
+    fn add(
+        &mut self,
+        split: &mut SplitAudit,
+        mask: &Mask,
+        lut: &[Option<u8>; 256],
+        path: &'a Path,
+    ) {
+        split.samples += 1;
+        split.total_pixels += mask.data.len() as u64;
+        for &v in &mask.data {
+            self.raw[v as usize] += 1;
+            match lut[v as usize] {
+                Some(Mask::IGNORE) => split.ignored_pixels += 1,
+                Some(c) => split.class_pixels[c as usize] += 1,
+                None => {
+                    self.first_unmapped[v as usize].get_or_insert(path);
+                }
+            }
+        }
+    }
+
+    /// An error naming every value the label map does not cover, with a suggested mapping.
+    fn check_mapped(&self, labels: &LabelMap) -> Result<(), TilesError> {
+        let unmapped: Vec<(u8, u64, PathBuf)> = (0..256)
+            .filter_map(|v| self.first_unmapped[v].map(|p| (v as u8, self.raw[v], p.to_path_buf())))
+            .collect();
+        if unmapped.is_empty() {
+            return Ok(());
+        }
+        let found: Vec<u8> = (0..=255u8).filter(|&v| self.raw[v as usize] > 0).collect();
+        Err(TilesError::UnmappedValues {
+            values: unmapped,
+            suggestion: labels.suggest(&found),
+        })
+    }
 }
 
 pub(crate) fn check_size(

@@ -1,6 +1,8 @@
-//! A lazy dataset over a prepared split layout: samples are decoded on demand.
+//! A lazy dataset over a prepared split layout: samples are decoded on demand, through its own
+//! [`SegDataset::get`] or burn-dataset's [`Dataset`](burn_dataset::Dataset) trait.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use raster::Sample;
 
@@ -13,6 +15,10 @@ use crate::meta::DatasetMeta;
 ///
 /// Holds only file names and the label map; [`SegDataset::get`] decodes one sample at a time,
 /// so the dataset can be any size. `Send + Sync`: loader threads can share it by reference.
+///
+/// It is also a burn-dataset [`Dataset`](burn_dataset::Dataset) of [`SampleResult`]s, so it
+/// composes with burn's `ShuffledDataset`, `PartialDataset`, `ComposedDataset` and
+/// `MapperDataset` and feeds burn's data loader (see the crate docs).
 #[derive(Clone, Debug)]
 pub struct SegDataset {
     items: Vec<(String, PathBuf, PathBuf)>,
@@ -135,5 +141,84 @@ impl SegDataset {
             mask: Some(mask),
             geo,
         })
+    }
+}
+
+/// A decoded sample, or why it could not be decoded: the item of [`SegDataset`] as a
+/// burn-dataset [`Dataset`](burn_dataset::Dataset).
+///
+/// A failed decode (IO error, corrupt file, size mismatch) is an `Err` item, never a missing
+/// one: `get` returns `None` only past the end.
+pub type SampleResult = Result<Sample, SampleError>;
+
+/// A [`TilesError`] behind an [`Arc`], so that a [`SampleResult`] is `Clone`, as burn's dataset
+/// transforms (`ShuffledDataset`, `PartialDataset`, `ComposedDataset`) and data loader require.
+/// Displays as the error it holds.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct SampleError(Arc<TilesError>);
+
+impl SampleError {
+    /// The error.
+    pub fn error(&self) -> &TilesError {
+        &self.0
+    }
+
+    /// The error itself when this is its only handle (the usual case: transforms forward items
+    /// without copying them), or `self` back when a clone of it is still alive.
+    pub fn into_inner(self) -> Result<TilesError, Self> {
+        Arc::try_unwrap(self.0).map_err(Self)
+    }
+}
+
+impl From<TilesError> for SampleError {
+    fn from(e: TilesError) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl burn_dataset::Dataset<SampleResult> for SegDataset {
+    /// Decodes sample `index` ([`SegDataset::get`]); `None` only when `index >= len()`.
+    fn get(&self, index: usize) -> Option<SampleResult> {
+        (index < self.len()).then(|| SegDataset::get(self, index).map_err(SampleError::from))
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn_dataset::Dataset;
+
+    #[test]
+    fn the_dataset_trait_yields_errors_as_items_and_none_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::SyntheticOptions {
+            count: 5,
+            size: 32,
+            out: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        crate::prepare_synthetic(&opts).unwrap();
+        let ds = SegDataset::open(dir.path(), "train").unwrap();
+        let n = Dataset::len(&ds);
+        assert_eq!(n, ds.len());
+        let first = Dataset::get(&ds, 0).unwrap().unwrap();
+        assert_eq!(first, SegDataset::get(&ds, 0).unwrap());
+        assert!(Dataset::get(&ds, n).is_none());
+        // a corrupt file is an error item naming it, not a missing item
+        let (_, image, _) = &ds.items[0];
+        std::fs::write(image, b"not a png").unwrap();
+        let err = Dataset::get(&ds, 0).unwrap().unwrap_err();
+        assert!(err.to_string().contains(&*image.to_string_lossy()), "{err}");
+        assert!(
+            matches!(err.clone().into_inner(), Err(_)),
+            "a clone is alive"
+        );
+        let message = err.to_string();
+        assert_eq!(err.into_inner().unwrap().to_string(), message);
     }
 }

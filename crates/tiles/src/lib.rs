@@ -17,6 +17,44 @@
 //! assert!(sample.mask.unwrap().data.iter().all(|&c| c <= 1));
 //! # let _ = LabelMap::identity(&["outer", "rice_paddy"]);
 //! ```
+//!
+//! A [`SegDataset`] is also a burn-dataset [`Dataset`] of [`SampleResult`]s (re-exported here
+//! as [`Dataset`]: burn's `burn::data::dataset::Dataset` is the same trait), so burn's
+//! transforms compose it, and burn's `DataLoaderBuilder` (burn's `dataset` feature) can load it.
+//! A file that fails to decode is an `Err` item, not a missing one.
+//!
+//! ```
+//! use burn_dataset::transform::{ComposedDataset, Mapper, MapperDataset, PartialDataset, ShuffledDataset};
+//! use tiles::{Dataset, SampleResult, SegDataset, SyntheticOptions, prepare_synthetic};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let opts = SyntheticOptions { count: 10, size: 32, out: dir.path().to_path_buf(), ..Default::default() };
+//! prepare_synthetic(&opts).unwrap();
+//! let train = SegDataset::open(dir.path(), "train").unwrap();
+//! let val = SegDataset::open(dir.path(), "val").unwrap();
+//! let (n_train, n_val) = (train.len(), val.len());
+//!
+//! // Both splits, in a seeded order; the first 4 of them.
+//! let all = ComposedDataset::new(vec![train, val]);
+//! let shuffled = ShuffledDataset::new(all, 42);
+//! let first4 = PartialDataset::new(shuffled, 0, 4);
+//! assert_eq!(first4.len(), 4);
+//!
+//! // A mapper that keeps what a model needs: the fraction of pixels of class 1.
+//! struct PaddyShare;
+//! impl Mapper<SampleResult, Result<f32, tiles::SampleError>> for PaddyShare {
+//!     fn map(&self, item: &SampleResult) -> Result<f32, tiles::SampleError> {
+//!         let sample = item.as_ref().map_err(Clone::clone)?;
+//!         let mask = sample.mask.as_ref().expect("a prepared split has masks");
+//!         Ok(mask.data.iter().filter(|&&c| c == 1).count() as f32 / mask.data.len() as f32)
+//!     }
+//! }
+//! let shares = MapperDataset::new(first4, PaddyShare);
+//! for share in shares.iter() {
+//!     assert!((0.0..=1.0).contains(&share.unwrap()));
+//! }
+//! assert_eq!(n_train + n_val, 10);
+//! ```
 #![deny(missing_docs)]
 
 mod audit;
@@ -35,7 +73,8 @@ mod tiff_read;
 mod tiff_write;
 
 pub use audit::{AuditReport, SplitAudit};
-pub use dataset::SegDataset;
+pub use burn_dataset::Dataset;
+pub use dataset::{SampleError, SampleResult, SegDataset};
 pub use error::TilesError;
 pub use io::{read_image, read_mask, write_mask_png, write_png};
 pub use labels::{LabelClass, LabelMap};

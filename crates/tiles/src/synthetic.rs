@@ -137,6 +137,8 @@ pub fn generate_sample(opts: &SyntheticOptions, index: usize) -> (Raster, Mask) 
     // Each sample has its own stream, so changing `count` never changes existing samples.
     let mut rng =
         ChaCha8Rng::seed_from_u64(opts.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    // The scene as region ids (0: background, then one per parcel, WATER, ROAD) and the look
+    // of each parcel; drawn in this order, so roads cross water and parcels.
     let mut ids = GrayImage::new(s as u32, s as u32);
     let mut looks = vec![Look {
         cover: Cover::Background,
@@ -145,7 +147,28 @@ pub fn generate_sample(opts: &SyntheticOptions, index: usize) -> (Raster, Mask) 
         freq: 0.0,
         amp: 0.0,
     }];
-    // Parcels on a jittered grid, each a convex quadrilateral inset from its cell.
+    draw_parcels(&mut ids, &mut looks, &mut rng, s);
+    draw_water(&mut ids, &mut rng, s);
+    draw_roads(&mut ids, &mut rng, s);
+    render(&ids, &looks, &mut rng, opts)
+}
+
+/// Fills `poly` with region id `id`. At small sizes a polygon's last vertex can round onto its
+/// first, which imageproc refuses (it closes polygons itself): such a vertex is dropped, and a
+/// polygon left with fewer than three vertices draws nothing.
+fn fill_polygon(ids: &mut GrayImage, poly: &[Point<i32>], id: u8) {
+    let mut end = poly.len();
+    while end > 1 && poly[end - 1] == poly[0] {
+        end -= 1;
+    }
+    if end >= 3 {
+        draw_polygon_mut(ids, &poly[..end], Luma([id]));
+    }
+}
+
+/// Parcels on a jittered grid, each a convex quadrilateral inset from its cell with a look of
+/// its own.
+fn draw_parcels(ids: &mut GrayImage, looks: &mut Vec<Look>, rng: &mut ChaCha8Rng, s: usize) {
     let cells = rng.random_range(3..=6usize);
     let cell = s as f32 / cells as f32;
     for cy in 0..cells {
@@ -153,21 +176,24 @@ pub fn generate_sample(opts: &SyntheticOptions, index: usize) -> (Raster, Mask) 
             let (x0, y0) = (cx as f32 * cell, cy as f32 * cell);
             let inset = |rng: &mut ChaCha8Rng| rng.random_range(0.04..0.16) * cell;
             let pts = [
-                (x0 + inset(&mut rng), y0 + inset(&mut rng)),
-                (x0 + cell - inset(&mut rng), y0 + inset(&mut rng)),
-                (x0 + cell - inset(&mut rng), y0 + cell - inset(&mut rng)),
-                (x0 + inset(&mut rng), y0 + cell - inset(&mut rng)),
+                (x0 + inset(rng), y0 + inset(rng)),
+                (x0 + cell - inset(rng), y0 + inset(rng)),
+                (x0 + cell - inset(rng), y0 + cell - inset(rng)),
+                (x0 + inset(rng), y0 + cell - inset(rng)),
             ];
             let poly: Vec<Point<i32>> = pts
                 .iter()
                 .map(|&(x, y)| Point::new(x as i32, y as i32))
                 .collect();
             let id = looks.len() as u8;
-            looks.push(random_look(&mut rng));
-            draw_polygon_mut(&mut ids, &poly, Luma([id]));
+            looks.push(random_look(rng));
+            fill_polygon(ids, &poly, id);
         }
     }
-    // Water: an irregular blob with a fair chance per image.
+}
+
+/// Water: an irregular blob with a fair chance per image.
+fn draw_water(ids: &mut GrayImage, rng: &mut ChaCha8Rng, s: usize) {
     if rng.random_bool(0.5) {
         let (cx, cy) = (
             rng.random_range(0.0..s as f32),
@@ -182,9 +208,12 @@ pub fn generate_sample(opts: &SyntheticOptions, index: usize) -> (Raster, Mask) 
                 Point::new((cx + rr * a.cos()) as i32, (cy + rr * a.sin()) as i32)
             })
             .collect();
-        draw_polygon_mut(&mut ids, &poly, Luma([WATER]));
+        fill_polygon(ids, &poly, WATER);
     }
-    // Roads: straight strips crossing the scene between parcels or over them.
+}
+
+/// Roads: straight strips crossing the scene between parcels or over them.
+fn draw_roads(ids: &mut GrayImage, rng: &mut ChaCha8Rng, s: usize) {
     for _ in 0..rng.random_range(1..=2) {
         let w = rng.random_range(2.0..4.5f32);
         let (a, b) = if rng.random_bool(0.5) {
@@ -207,10 +236,21 @@ pub fn generate_sample(opts: &SyntheticOptions, index: usize) -> (Raster, Mask) 
             Point::new((b.0 - nx) as i32, (b.1 - ny) as i32),
             Point::new((a.0 - nx) as i32, (a.1 - ny) as i32),
         ];
-        draw_polygon_mut(&mut ids, &poly, Luma([ROAD]));
+        fill_polygon(ids, &poly, ROAD);
     }
-    let terrain = ValueNoise::new(&mut rng, s, (s / 6).max(4));
-    let haze = ValueNoise::new(&mut rng, s, (s / 3).max(4));
+}
+
+/// Pixel values from the region map: each region's look and texture, shaded by low-frequency
+/// terrain, patchy haze and sensor noise; the mask from each region's cover.
+fn render(
+    ids: &GrayImage,
+    looks: &[Look],
+    rng: &mut ChaCha8Rng,
+    opts: &SyntheticOptions,
+) -> (Raster, Mask) {
+    let s = opts.size;
+    let terrain = ValueNoise::new(rng, s, (s / 6).max(4));
+    let haze = ValueNoise::new(rng, s, (s / 3).max(4));
     let haze_strength = rng.random_range(0.0..0.55f32);
     let noise_sigma = rng.random_range(0.01..0.03f32);
     let bands = if opts.multispectral { 4 } else { 3 };
@@ -237,12 +277,12 @@ pub fn generate_sample(opts: &SyntheticOptions, index: usize) -> (Raster, Mask) 
                 i => looks[i as usize],
             };
             mask.push(look.cover.class(opts.multi_class));
-            let t = texture(&look, x as f32, y as f32, &mut rng);
+            let t = texture(&look, x as f32, y as f32, rng);
             let shade = 0.85 + 0.3 * terrain.at(x, y);
             // Haze only where the low-frequency field is high: patchy clouds, not a global veil.
             let cloud = ((haze.at(x, y) - 0.45) * 2.5).clamp(0.0, 1.0) * haze_strength;
             for &base in look.base.iter().take(bands) {
-                let v = base * shade * (1.0 + t) + gaussian(&mut rng) * noise_sigma;
+                let v = base * shade * (1.0 + t) + gaussian(rng) * noise_sigma;
                 let v = v * (1.0 - cloud) + 0.85 * cloud;
                 px.push(v.clamp(0.0, 1.0));
             }

@@ -172,6 +172,42 @@ fn encode<W: Write + Seek, K: TiffKind>(
     let err = |e: tiff::TiffError| TilesError::input(path, format!("writing TIFF: {e}"));
     let mut dir = enc.image_directory().map_err(err)?;
     let band_h = options.chunk_rows(shape);
+    let (offsets, counts) = write_chunks(&mut dir, path, shape, options, band_h, rows)?;
+    let (offset_tag, count_tag) =
+        write_layout_tags(&mut dir, shape, options, band_h).map_err(err)?;
+    let u32s = |v: &[u64]| -> Result<Vec<u32>, TilesError> {
+        v.iter()
+            .map(|&o| {
+                u32::try_from(o).map_err(|_| TilesError::input(path, "TIFF offset past 4 GiB"))
+            })
+            .collect()
+    };
+    if big {
+        dir.write_tag(offset_tag, &offsets[..]).map_err(err)?;
+        dir.write_tag(count_tag, &counts[..]).map_err(err)?;
+    } else {
+        dir.write_tag(offset_tag, &u32s(&offsets)?[..])
+            .map_err(err)?;
+        dir.write_tag(count_tag, &u32s(&counts)?[..]).map_err(err)?;
+    }
+    if let Some(g) = geo {
+        write_geo_tags(&mut dir, g).map_err(err)?;
+    }
+    dir.finish().map_err(err)?;
+    Ok(())
+}
+
+/// Writes the image data band of rows by band of rows (as strips, or cut into tiles), asking
+/// `rows` for each band; returns the chunks' offsets and byte counts.
+fn write_chunks<W: Write + Seek, K: TiffKind>(
+    dir: &mut DirectoryEncoder<'_, W, K>,
+    path: &Path,
+    shape: &RasterShape,
+    options: &TiffOptions,
+    band_h: usize,
+    rows: &mut Rows<'_>,
+) -> Result<(Vec<u64>, Vec<u64>), TilesError> {
+    let err = |e: tiff::TiffError| TilesError::input(path, format!("writing TIFF: {e}"));
     let mut offsets = Vec::new();
     let mut counts = Vec::new();
     let mut y = 0;
@@ -190,90 +226,64 @@ fn encode<W: Write + Seek, K: TiffKind>(
             ));
         }
         match options.tile_size {
-            None => write_chunk(
-                &mut dir,
-                &data,
-                options.compression,
-                &mut offsets,
-                &mut counts,
-            )
-            .map_err(err)?,
+            None => write_chunk(dir, &data, options.compression, &mut offsets, &mut counts)
+                .map_err(err)?,
             Some(t) => {
                 for x0 in (0..shape.width).step_by(t) {
                     // Tiles are always full size; the bottom and right edges are zero-padded.
                     let tile = cut_padded(&data, shape.width, shape.bands, x0, t, h);
-                    write_chunk(
-                        &mut dir,
-                        &tile,
-                        options.compression,
-                        &mut offsets,
-                        &mut counts,
-                    )
-                    .map_err(err)?;
+                    write_chunk(dir, &tile, options.compression, &mut offsets, &mut counts)
+                        .map_err(err)?;
                 }
             }
         }
         y += h;
     }
-    let u32s = |v: &[u64]| -> Result<Vec<u32>, TilesError> {
-        v.iter()
-            .map(|&o| {
-                u32::try_from(o).map_err(|_| TilesError::input(path, "TIFF offset past 4 GiB"))
-            })
-            .collect()
-    };
+    Ok((offsets, counts))
+}
+
+/// The tags that describe the image's size, samples, compression and chunk layout; returns
+/// the offset and byte-count tags of that layout.
+fn write_layout_tags<W: Write + Seek, K: TiffKind>(
+    dir: &mut DirectoryEncoder<'_, W, K>,
+    shape: &RasterShape,
+    options: &TiffOptions,
+    band_h: usize,
+) -> Result<(Tag, Tag), tiff::TiffError> {
     let n = shape.bands;
-    dir.write_tag(Tag::ImageWidth, shape.width as u32)
-        .map_err(err)?;
-    dir.write_tag(Tag::ImageLength, shape.height as u32)
-        .map_err(err)?;
+    dir.write_tag(Tag::ImageWidth, shape.width as u32)?;
+    dir.write_tag(Tag::ImageLength, shape.height as u32)?;
     let bits = (bytes_per_sample(shape.kind) * 8) as u16;
-    dir.write_tag(Tag::BitsPerSample, &vec![bits; n][..])
-        .map_err(err)?;
+    dir.write_tag(Tag::BitsPerSample, &vec![bits; n][..])?;
     let format = if shape.kind == SampleKind::F32 {
         3u16
     } else {
         1
     };
-    dir.write_tag(Tag::SampleFormat, &vec![format; n][..])
-        .map_err(err)?;
-    dir.write_tag(Tag::SamplesPerPixel, n as u16).map_err(err)?;
+    dir.write_tag(Tag::SampleFormat, &vec![format; n][..])?;
+    dir.write_tag(Tag::SamplesPerPixel, n as u16)?;
     // RGB only for exactly three bands; anything else is MinIsBlack so no band is dropped.
     let photometric: u16 = if n == 3 { 2 } else { 1 };
-    dir.write_tag(Tag::PhotometricInterpretation, photometric)
-        .map_err(err)?;
-    dir.write_tag(Tag::PlanarConfiguration, 1u16).map_err(err)?;
+    dir.write_tag(Tag::PhotometricInterpretation, photometric)?;
+    dir.write_tag(Tag::PlanarConfiguration, 1u16)?;
     let code: u16 = match options.compression {
         Compression::None => 1,
         Compression::Lzw => 5,
         Compression::Deflate => 8,
     };
-    dir.write_tag(Tag::Compression, code).map_err(err)?;
+    dir.write_tag(Tag::Compression, code)?;
     let (offset_tag, count_tag) = match options.tile_size {
         Some(t) => {
-            dir.write_tag(Tag::TileWidth, t as u32).map_err(err)?;
-            dir.write_tag(Tag::TileLength, t as u32).map_err(err)?;
+            dir.write_tag(Tag::TileWidth, t as u32)?;
+            dir.write_tag(Tag::TileLength, t as u32)?;
             (Tag::TileOffsets, Tag::TileByteCounts)
         }
         None => {
-            dir.write_tag(Tag::RowsPerStrip, band_h as u32)
-                .map_err(err)?;
+            dir.write_tag(Tag::RowsPerStrip, band_h as u32)?;
             (Tag::StripOffsets, Tag::StripByteCounts)
         }
     };
-    if big {
-        dir.write_tag(offset_tag, &offsets[..]).map_err(err)?;
-        dir.write_tag(count_tag, &counts[..]).map_err(err)?;
-    } else {
-        dir.write_tag(offset_tag, &u32s(&offsets)?[..])
-            .map_err(err)?;
-        dir.write_tag(count_tag, &u32s(&counts)?[..]).map_err(err)?;
-    }
-    if let Some(g) = geo {
-        write_geo_tags(&mut dir, g).map_err(err)?;
-    }
-    dir.finish().map_err(err)?;
-    Ok(())
+    Ok((offset_tag, count_tag))
 }
 
 fn write_geo_tags<W: Write + Seek, K: TiffKind>(

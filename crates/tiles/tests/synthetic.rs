@@ -168,3 +168,22 @@ fn paddies_are_learnable_from_colour_but_not_by_one_threshold() {
         "a single-band threshold separates classes at {best}"
     );
 }
+
+/// Regression: at small sizes a polygon's last vertex could round onto its first, and
+/// imageproc's polygon fill panicked ("First point == last point") instead of drawing.
+#[test]
+fn small_tiles_never_panic_and_keep_their_size() {
+    for size in [8, 16, 24, 32] {
+        for seed in 0..40 {
+            let opts = SyntheticOptions {
+                size,
+                seed,
+                ..Default::default()
+            };
+            for index in 0..4 {
+                let (image, mask) = tiles::generate_sample(&opts, index);
+                assert_eq!((image.width, image.height, mask.width), (size, size, size));
+            }
+        }
+    }
+}
