@@ -2,8 +2,9 @@
 //! step) on the CPU, next to what [`train::MemoryPlan`] predicts.
 //!
 //! ```text
-//! cargo run --release -p train --example bench_memory -- [--json FILE] [--md FILE] [--replay FILE] [CASE…]
-//! cargo run --release -p train --example bench_memory -- --predict CASE…   (breakdown only, runs nothing)
+//! cargo run --release -p train --example bench_memory -- [--kernels K] [--json FILE] [--md FILE] [--replay FILE] [CASE…]
+//! cargo run --release -p train --example bench_memory -- [--kernels K] --predict CASE…   (breakdown only, runs nothing)
+//! K = auto|recompute|composed: the models' `segformer::Kernels` (default auto)
 //! CASE = SIZE:BATCH:f32|bf16:ckpt|full:LABELS   e.g. 512:2:f32:full:2   (default: a 256/512 grid)
 //! cargo run --release -p train --features cuda --example bench_memory -- --cuda CASE…
 //! ```
@@ -28,8 +29,9 @@ use burn::backend::{Autodiff, Flex};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, FloatDType, Int, Tensor};
+use segformer::Kernels;
 use serde::{Deserialize, Serialize};
-use train::{AdamW, AdamWConfig, Kernels, MemoryPlan, PlanInput, Precision};
+use train::{AdamW, AdamWConfig, Device, KernelPath, MemoryPlan, PlanInput, Precision};
 
 /// `System`, counting the live bytes and their high-water mark.
 struct Counting;
@@ -83,11 +85,11 @@ struct Case {
     bf16: bool,
     ckpt: bool,
     labels: usize,
-    /// segformer's fused CPU kernels (the default) or burn's composition (`SEGFORMER_FUSED=0`).
+    /// The fused CPU kernels were allowed (`Kernels::Auto`; the default) or not.
     #[serde(default = "fused_default")]
     fused: bool,
-    /// Without the fused kernels: segformer's recomputing attention and loss (the default) or
-    /// burn's plain composition (`SEGFORMER_RECOMPUTE=0`; rows measured before they existed).
+    /// Without the fused kernels: segformer's recomputing attention and loss were allowed
+    /// (`Kernels::Recompute`) or not (`Kernels::Composed`; rows measured before they existed).
     #[serde(default)]
     recompute: bool,
     /// On CUDA GPU 0 (burn-cuda) instead of the CPU.
@@ -100,7 +102,7 @@ fn fused_default() -> bool {
 }
 
 impl Case {
-    fn parse(s: &str) -> Option<Case> {
+    fn parse(s: &str, kernels: Kernels) -> Option<Case> {
         let p: Vec<&str> = s.split(':').collect();
         if p.len() != 5 {
             return None;
@@ -119,17 +121,27 @@ impl Case {
                 _ => return None,
             },
             labels: p[4].parse().ok()?,
-            fused: segformer::fused_kernels_enabled(),
-            recompute: segformer::recompute_enabled(),
+            fused: kernels == Kernels::Auto,
+            recompute: kernels != Kernels::Composed,
             cuda: false,
         })
     }
+    /// The kernel choice the recorded switches stand for.
     fn kernels(&self) -> Kernels {
-        match (self.fused && !self.cuda, self.recompute) {
-            (true, _) => Kernels::Fused,
+        match (self.fused, self.recompute) {
+            (true, _) => Kernels::Auto,
             (false, true) => Kernels::Recompute,
             (false, false) => Kernels::Composed,
         }
+    }
+    /// The path the choice takes on the case's device, as segformer resolves it.
+    fn path(&self) -> KernelPath {
+        let device = if self.cuda {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        };
+        device.kernel_path(self.kernels())
     }
     fn spec(&self) -> String {
         let prec = if self.bf16 { "bf16" } else { "f32" };
@@ -141,7 +153,7 @@ impl Case {
             .expect("mit-b0 is a preset")
             .with_num_labels(self.labels);
         MemoryPlan::predict(&PlanInput {
-            kernels: self.kernels(),
+            kernels: self.path(),
             config: &config,
             height: self.size,
             width: self.size,
@@ -213,7 +225,8 @@ fn measure<B: AutodiffBackend>(
     let mut model = config
         .init::<B>(&device)
         .unwrap()
-        .with_compute_dtype(compute);
+        .with_compute_dtype(compute)
+        .with_kernels(case.kernels());
     let (b, s) = (case.batch, case.size);
     let x = Tensor::<B, 4>::random([b, 3, s, s], Distribution::Normal(0.0, 1.0), &device);
     let y = Tensor::<B, 3, Int>::random(
@@ -271,6 +284,7 @@ fn child(case: &Case) -> Result<Measured, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new(exe)
         .args(case.cuda.then_some("--cuda"))
+        .args(["--kernels", &case.kernels().to_string()])
         .args(["--one", &case.spec()])
         .output()
         .map_err(|e| e.to_string())?;
@@ -311,11 +325,10 @@ fn row(m: &Measured) -> (String, f64) {
     let err = 100.0 * (p - peak as f64) / peak as f64;
     let line = format!(
         "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
-        match m.case.kernels() {
-            _ if m.case.cuda => "cuda",
-            Kernels::Fused => "fused",
-            Kernels::Recompute => "recompute",
-            Kernels::Composed => "composed",
+        if m.case.cuda {
+            "cuda".to_string()
+        } else {
+            m.case.path().to_string()
         },
         m.case.size,
         m.case.batch,
@@ -331,7 +344,7 @@ fn row(m: &Measured) -> (String, f64) {
     (line, err)
 }
 
-fn default_grid() -> Vec<Case> {
+fn default_grid(kernels: Kernels) -> Vec<Case> {
     let mut v = Vec::new();
     for size in [256, 512] {
         for batch in [1, 2, 4] {
@@ -344,8 +357,8 @@ fn default_grid() -> Vec<Case> {
                             bf16,
                             ckpt,
                             labels,
-                            fused: segformer::fused_kernels_enabled(),
-                            recompute: segformer::recompute_enabled(),
+                            fused: kernels == Kernels::Auto,
+                            recompute: kernels != Kernels::Composed,
                             cuda: false,
                         });
                     }
@@ -360,14 +373,23 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (mut json, mut md, mut replay, mut cases) = (None, None, None, Vec::new());
     let mut cuda = false;
+    let mut kernels = Kernels::Auto;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--cuda" => cuda = true,
+            "--kernels" => {
+                kernels = match args.next().as_deref() {
+                    Some("auto") => Kernels::Auto,
+                    Some("recompute") => Kernels::Recompute,
+                    Some("composed") => Kernels::Composed,
+                    other => panic!("--kernels takes auto, recompute or composed, found {other:?}"),
+                }
+            }
             "--one" => {
                 let spec = args.next().expect("--one CASE");
                 let case = Case {
                     cuda,
-                    ..Case::parse(&spec).expect("valid case")
+                    ..Case::parse(&spec, kernels).expect("valid case")
                 };
                 let m = if case.cuda {
                     measure_cuda(&case)
@@ -382,7 +404,7 @@ fn main() {
             "--predict" => {
                 // Prediction only, nothing is run: for sizes this machine cannot measure.
                 for spec in args.by_ref() {
-                    let case = Case::parse(&spec).expect("valid case");
+                    let case = Case::parse(&spec, kernels).expect("valid case");
                     println!("{spec}\n{}\n", case.estimate());
                 }
                 return;
@@ -390,7 +412,7 @@ fn main() {
             "--json" => json = args.next(),
             "--md" => md = args.next(),
             "--replay" => replay = args.next(),
-            c => cases.push(Case::parse(c).unwrap_or_else(|| {
+            c => cases.push(Case::parse(c, kernels).unwrap_or_else(|| {
                 panic!("bad case `{c}`: use SIZE:BATCH:f32|bf16:ckpt|full:LABELS")
             })),
         }
@@ -401,7 +423,7 @@ fn main() {
         None => Vec::new(),
     };
     if replay.is_none() && cases.is_empty() {
-        cases = default_grid();
+        cases = default_grid(kernels);
     }
     for c in &mut cases {
         c.cuda = cuda;

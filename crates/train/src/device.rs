@@ -4,6 +4,7 @@ use std::str::FromStr;
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
+use segformer::{BackendKind, KernelPath, Kernels};
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
@@ -50,6 +51,17 @@ impl std::fmt::Display for Device {
 }
 
 impl Device {
+    /// The implementation of the layers a model with `kernels` runs when training here:
+    /// segformer's resolution for this device's backend (burn-flex on the CPU, burn-cuda on a
+    /// GPU, as a build with the `cuda` feature runs it).
+    pub fn kernel_path(self, kernels: Kernels) -> KernelPath {
+        let backend = match self {
+            Device::Cpu => BackendKind::Flex,
+            Device::Cuda(_) => BackendKind::Cuda,
+        };
+        kernels.path(backend)
+    }
+
     /// Whether this build can use the device at all.
     pub fn check_available(self) -> Result<(), TrainError> {
         match self {
@@ -68,7 +80,7 @@ impl Device {
 pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSummary, TrainError> {
     device.check_available()?;
     let mut fitted = cfg.clone();
-    if let Some(reason) = fit_memory(&mut fitted, device)? {
+    if let Some(reason) = fit_memory(&mut fitted, device, opts.kernels)? {
         eprintln!("memory: {reason}");
     }
     let cfg = &fitted;
@@ -91,7 +103,7 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
                         .cloned()
                         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_default();
-                    match out_of_memory(&msg, cfg, device, cuda_memory(index)) {
+                    match out_of_memory(&msg, cfg, device, opts.kernels, cuda_memory(index)) {
                         Some(e) => Err(e),
                         None => std::panic::resume_unwind(panic),
                     }
@@ -110,8 +122,13 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
 
 /// Applies `[memory] budget`: picks micro-batch, accumulation, precision and checkpointing so
 /// the predicted peak fits and the effective batch (`memory.effective_batch`, else
-/// `batch_size × accumulation_steps`) is kept. Returns why, or `None` without a budget.
-pub fn fit_memory(cfg: &mut TrainConfig, device: Device) -> Result<Option<String>, TrainError> {
+/// `batch_size × accumulation_steps`) is kept, for a model whose layers run `kernels`.
+/// Returns why, or `None` without a budget.
+pub fn fit_memory(
+    cfg: &mut TrainConfig,
+    device: Device,
+    kernels: Kernels,
+) -> Result<Option<String>, TrainError> {
     let Some(budget) = cfg.memory.budget.clone() else {
         return Ok(None);
     };
@@ -122,7 +139,8 @@ pub fn fit_memory(cfg: &mut TrainConfig, device: Device) -> Result<Option<String
         .memory
         .effective_batch
         .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps);
-    let choice = fit_budget(bytes, effective, &template(cfg, &model, device))
+    let path = device.kernel_path(kernels);
+    let choice = fit_budget(bytes, effective, &template(cfg, &model, path))
         .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
     cfg.train.batch_size = choice.micro_batch;
     cfg.train.accumulation_steps = choice.accumulation_steps;
@@ -147,7 +165,7 @@ fn planned_model(cfg: &TrainConfig) -> Result<segformer::SegformerConfig, TrainE
 fn template<'a>(
     cfg: &TrainConfig,
     model: &'a segformer::SegformerConfig,
-    device: Device,
+    kernels: KernelPath,
 ) -> PlanInputTemplate<'a> {
     PlanInputTemplate {
         config: model,
@@ -155,7 +173,7 @@ fn template<'a>(
         width: cfg.data.size[1],
         precision: cfg.train.precision,
         checkpointing: cfg.train.checkpointing,
-        kernels: crate::plan::Kernels::for_device(device),
+        kernels,
     }
 }
 
@@ -182,6 +200,7 @@ pub(crate) fn out_of_memory(
     message: &str,
     cfg: &TrainConfig,
     device: Device,
+    kernels: Kernels,
     measured: Option<(u64, u64)>,
 ) -> Option<TrainError> {
     let lower = message.to_ascii_lowercase();
@@ -206,7 +225,7 @@ pub(crate) fn out_of_memory(
     );
     let advice = match planned_model(cfg) {
         Ok(model) => {
-            let t = template(cfg, &model, device);
+            let t = template(cfg, &model, device.kernel_path(kernels));
             let predicted = crate::plan::MemoryPlan::predict(&t.at(batch)).peak_bytes();
             let next = match fit_budget(predicted.saturating_sub(1), batch * steps, &t) {
                 Ok(c) => format!(
@@ -283,7 +302,7 @@ mod tests {
             "batch_size = 8\n[memory]\nbudget = \"1GiB\"",
         );
         let mut cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
-        let reason = fit_memory(&mut cfg, Device::Cpu)
+        let reason = fit_memory(&mut cfg, Device::Cpu, Kernels::Auto)
             .unwrap()
             .expect("a budget was given");
         assert_eq!(
@@ -296,15 +315,44 @@ mod tests {
         // burn-cuda runs burn's composed ops (with the recomputing attention and loss), which
         // keep more than the fused CPU kernels: the same budget holds fewer images there.
         let mut on_gpu = TrainConfig::from_toml_str(&text, &[]).unwrap();
-        let gpu_reason = fit_memory(&mut on_gpu, Device::Cuda(0)).unwrap().unwrap();
+        let gpu_reason = fit_memory(&mut on_gpu, Device::Cuda(0), Kernels::Auto)
+            .unwrap()
+            .unwrap();
         assert_eq!(on_gpu.train.batch_size * on_gpu.train.accumulation_steps, 8);
         assert!(
             on_gpu.train.batch_size < cfg.train.batch_size,
             "cpu: {reason}; cuda: {gpu_reason}"
         );
         cfg.memory.budget = Some("a lot".into());
-        let e = fit_memory(&mut cfg, Device::Cpu).unwrap_err().to_string();
+        let e = fit_memory(&mut cfg, Device::Cpu, Kernels::Auto)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("memory.budget") && e.contains("a lot"), "{e}");
+    }
+
+    #[test]
+    fn devices_resolve_the_kernel_choice_through_segformer() {
+        assert_eq!(Device::Cpu.kernel_path(Kernels::Auto), KernelPath::Fused);
+        assert_eq!(
+            Device::Cpu.kernel_path(Kernels::Recompute),
+            KernelPath::Recompute
+        );
+        assert_eq!(
+            Device::Cuda(0).kernel_path(Kernels::Auto),
+            KernelPath::Recompute
+        );
+        assert_eq!(
+            Device::Cuda(0).kernel_path(Kernels::Composed),
+            KernelPath::Composed
+        );
+        // The CPU's kind is what segformer sees on the backend the CPU trains with.
+        let device = Default::default();
+        for k in [Kernels::Auto, Kernels::Recompute, Kernels::Composed] {
+            assert_eq!(
+                Device::Cpu.kernel_path(k),
+                k.path_for::<Autodiff<Flex>>(&device)
+            );
+        }
     }
 
     #[test]
@@ -318,7 +366,7 @@ mod tests {
         let message = "An out-of-memory error happened during launch\nCaused by:\n  \
                        Unable to reserve 2147483648 bytes\nBacktrace\n   0: cubecl_runtime::...";
         let measured = Some((7 << 30, 15 << 29));
-        let e = out_of_memory(message, &cfg, Device::Cuda(1), measured)
+        let e = out_of_memory(message, &cfg, Device::Cuda(1), Kernels::Auto, measured)
             .expect("an out-of-memory report")
             .to_string();
         assert!(
@@ -338,7 +386,7 @@ mod tests {
         );
         // The prediction for batch 4, and the next option keeps the effective batch of 8.
         let model = planned_model(&cfg).unwrap();
-        let t = template(&cfg, &model, Device::Cuda(1));
+        let t = template(&cfg, &model, KernelPath::Recompute);
         let predicted = crate::plan::MemoryPlan::predict(&t.at(4)).peak_bytes();
         assert!(
             e.contains(&format!(
@@ -358,6 +406,7 @@ mod tests {
                 "index out of bounds: the len is 3",
                 &cfg,
                 Device::Cuda(0),
+                Kernels::Auto,
                 None
             )
             .is_none()

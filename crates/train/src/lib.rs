@@ -9,7 +9,7 @@
 //!     "[model]\npreset = \"mit-b0\"\n[data]\nroot = \"data/synthetic\"\nsize = [128, 128]\n",
 //!     &["train.epochs=2".to_string()],
 //! )?;
-//! let opts = RunOptions { run_dir: "runs/demo".into(), resume: false };
+//! let opts = RunOptions { run_dir: "runs/demo".into(), resume: false, kernels: Default::default() };
 //! let summary = train::train::<Autodiff<Flex>>(&cfg, &opts, &Default::default())?;
 //! println!("val mIoU {:?}", summary.last_eval.map(|e| e.metrics.miou));
 //! # Ok::<(), train::TrainError>(())
@@ -42,7 +42,7 @@ pub use infer::EvalResult;
 pub use model::{build_model, model_config, preset};
 pub use optim::{AdamW, AdamWConfig, StepStats};
 pub use plan::{
-    FitChoice, Kernels, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory,
+    FitChoice, KernelPath, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory,
     fit_budget, parse_bytes,
 };
 pub use scaler::GradScaler;

@@ -8,9 +8,10 @@
 //! loss (`labels·H·W`). Each count is multiplied by bytes-per-element factors calibrated on
 //! real CPU steps (`examples/bench_memory.rs`, table in `BENCH-memory.md`): the factor says how
 //! many such tensors burn's autodiff keeps and in which dtype. Three sets of factors, one per
-//! [`Kernels`]: the fused CPU kernels, burn's ops with segformer's recomputing attention and
-//! loss (what burn-cuda runs, measured on burn-flex with `SEGFORMER_FUSED=0`), and burn's plain
-//! composition (`SEGFORMER_RECOMPUTE=0`, for comparison).
+//! [`KernelPath`] (segformer resolves a model's `Kernels` choice to one per backend:
+//! [`Device::kernel_path`](crate::Device::kernel_path)): the fused CPU kernels, burn's ops with
+//! segformer's recomputing attention and loss (what burn-cuda runs, measured on burn-flex with
+//! `Kernels::Recompute`), and burn's plain composition (`Kernels::Composed`, for comparison).
 
 use std::fmt;
 
@@ -22,34 +23,9 @@ use crate::config::Precision;
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
 
-/// Which implementation of the layers runs the step: the two keep very different tensors for
-/// the backward pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kernels {
-    /// segformer's fused CPU kernels (burn-flex, f32): attention probabilities and
-    /// full-resolution logits are recomputed in the backward pass, never kept.
-    Fused,
-    /// burn's op-by-op composition with segformer's recomputing attention and loss (burn-cuda;
-    /// also the CPU with `SEGFORMER_FUSED=0`): attention scores and full-resolution logits are
-    /// recomputed in bounded chunks in the backward pass, never kept.
-    Recompute,
-    /// burn's plain op-by-op composition (`SEGFORMER_RECOMPUTE=0`, for comparison):
-    /// attention scores and full-resolution logits are kept.
-    Composed,
-}
-
-impl Kernels {
-    /// The kernels a training device runs: fused on the CPU (unless `SEGFORMER_FUSED=0`),
-    /// else burn's ops with the recomputing attention and loss (unless `SEGFORMER_RECOMPUTE=0`).
-    pub fn for_device(device: crate::Device) -> Self {
-        match device {
-            crate::Device::Cpu if segformer::fused_kernels_enabled() => Kernels::Fused,
-            _ if segformer::recompute_enabled() => Kernels::Recompute,
-            _ => Kernels::Composed,
-        }
-    }
-}
+/// Which implementation of the layers runs the step (segformer's resolution of a model's
+/// kernel choice on a backend): the three keep very different tensors for the backward pass.
+pub use segformer::KernelPath;
 
 /// One prediction's inputs: the model, the input size and how the step runs.
 #[derive(Clone, Copy, Debug)]
@@ -66,8 +42,8 @@ pub struct PlanInput<'a> {
     pub precision: Precision,
     /// Burn's balanced activation checkpointing (`Autodiff<_, BalancedCheckpointing>`).
     pub checkpointing: bool,
-    /// Fused CPU kernels or burn's composition (see [`Kernels::for_device`]).
-    pub kernels: Kernels,
+    /// The layers' implementation (see [`Device::kernel_path`](crate::Device::kernel_path)).
+    pub kernels: KernelPath,
 }
 
 /// What [`fit_budget`] may vary: everything of a [`PlanInput`] except the micro-batch; the
@@ -84,8 +60,8 @@ pub struct PlanInputTemplate<'a> {
     pub precision: Precision,
     /// Whether the run already asks for checkpointing.
     pub checkpointing: bool,
-    /// Fused CPU kernels or burn's composition (see [`Kernels::for_device`]).
-    pub kernels: Kernels,
+    /// The layers' implementation (see [`Device::kernel_path`](crate::Device::kernel_path)).
+    pub kernels: KernelPath,
 }
 
 impl PlanInputTemplate<'_> {
@@ -283,9 +259,9 @@ const FUSED: Mix = Mix {
 // Calibrated with `examples/bench_memory.rs` on MiT-B0 (256² and 512², batch 1–4, 2 and 150
 // labels, least squares per mode on the measured heap peaks, relative errors); see
 // BENCH-memory.md for the check against every measured point, held-out ones included. The
-// recompute and composed factors were measured on burn-flex with `SEGFORMER_FUSED=0` (burn's
-// op-by-op graph, as burn-cuda runs it), the composed ones also with `SEGFORMER_RECOMPUTE=0`.
-fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Factors {
+// recompute and composed factors were measured on burn-flex with `Kernels::Recompute` (burn's
+// op-by-op graph, as burn-cuda runs it) and `Kernels::Composed`.
+fn factors(kernels: KernelPath, precision: Precision, checkpointing: bool) -> Factors {
     let half = precision != Precision::F32;
     // bf16: the weight copies the graph keeps for the bf16 matmuls
     let workspace = if half { 2.0 } else { 0.0 };
@@ -320,21 +296,21 @@ fn factors(kernels: Kernels, precision: Precision, checkpointing: bool) -> Facto
         step,
     };
     match (kernels, half, checkpointing) {
-        (Kernels::Recompute, false, false) => recompute(0.588, 2.82, 13.24, 0.63, 17.70),
-        (Kernels::Recompute, true, false) => recompute(0.587, 1.87, 13.16, 0.71, 17.23),
-        (Kernels::Recompute, false, true) => recompute(0.351, 2.74, 12.97, 0.64, 17.71),
-        (Kernels::Recompute, true, true) => recompute(0.467, 1.61, 12.20, 0.87, 17.23),
-        (Kernels::Composed, false, false) => composed(0.589, 12.0, 16.06, 0.69, 17.70),
-        (Kernels::Composed, true, false) => composed(0.587, 12.0, 15.10, 0.73, 17.23),
-        (Kernels::Composed, false, true) => composed(0.352, 8.0, 15.54, 0.70, 17.71),
-        (Kernels::Composed, true, true) => composed(0.480, 8.0, 14.02, 0.85, 17.23),
+        (KernelPath::Recompute, false, false) => recompute(0.588, 2.82, 13.24, 0.63, 17.70),
+        (KernelPath::Recompute, true, false) => recompute(0.587, 1.87, 13.16, 0.71, 17.23),
+        (KernelPath::Recompute, false, true) => recompute(0.351, 2.74, 12.97, 0.64, 17.71),
+        (KernelPath::Recompute, true, true) => recompute(0.467, 1.61, 12.20, 0.87, 17.23),
+        (KernelPath::Composed, false, false) => composed(0.589, 12.0, 16.06, 0.69, 17.70),
+        (KernelPath::Composed, true, false) => composed(0.587, 12.0, 15.10, 0.73, 17.23),
+        (KernelPath::Composed, false, true) => composed(0.352, 8.0, 15.54, 0.70, 17.71),
+        (KernelPath::Composed, true, true) => composed(0.480, 8.0, 14.02, 0.85, 17.23),
         // NOTE: checkpointing costs memory with the fused kernels (they already keep only what
         // their backward needs; burn's checkpointer keeps extra inputs on top), so the
         // planner's checkpointing options are larger here, never chosen to save memory.
-        (Kernels::Fused, false, false) => fused(1.222, 2.08, 1.19, 18.23),
-        (Kernels::Fused, true, false) => fused(1.188, 0.0, 0.80, 17.19),
-        (Kernels::Fused, false, true) => fused(1.518, 8.0, 0.70, 18.23),
-        (Kernels::Fused, true, true) => fused(1.655, 0.0, 0.97, 17.21),
+        (KernelPath::Fused, false, false) => fused(1.222, 2.08, 1.19, 18.23),
+        (KernelPath::Fused, true, false) => fused(1.188, 0.0, 0.80, 17.19),
+        (KernelPath::Fused, false, true) => fused(1.518, 8.0, 0.70, 18.23),
+        (KernelPath::Fused, true, true) => fused(1.655, 0.0, 0.97, 17.21),
     }
 }
 

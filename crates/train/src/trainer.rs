@@ -37,6 +37,9 @@ pub struct RunOptions {
     pub run_dir: PathBuf,
     /// Continue from `run_dir/checkpoints/last`.
     pub resume: bool,
+    /// The implementation of the model's layers (`segformer::Kernels::Auto`: the fastest
+    /// the backend has).
+    pub kernels: segformer::Kernels,
 }
 
 /// What a finished run reports.
@@ -186,7 +189,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 })?;
             state = s;
         }
-        let model = model.with_compute_dtype(compute);
+        let model = model.with_compute_dtype(compute).with_kernels(opts.kernels);
         let reporter = Reporter::new(
             &opts.run_dir,
             cfg,

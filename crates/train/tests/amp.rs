@@ -157,6 +157,7 @@ fn bf16_training_reduces_the_loss() {
         &RunOptions {
             run_dir: run.clone(),
             resume: false,
+            kernels: segformer::Kernels::Auto,
         },
         &Default::default(),
     )

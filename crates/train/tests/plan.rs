@@ -6,12 +6,16 @@ mod common;
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
 use common::{check, measured_peak, predicted_for, serial};
+use segformer::Kernels;
 use train::{
-    Kernels, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes,
+    KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes,
 };
 
+/// The prediction for the path the measured models take: `Kernels::Auto` on the CPU.
 fn predicted(size: usize, batch: usize, precision: Precision, checkpointing: bool) -> u64 {
-    predicted_for(Kernels::Fused, size, batch, precision, checkpointing)
+    let path = train::Device::Cpu.kernel_path(Kernels::Auto);
+    assert_eq!(path, KernelPath::Fused);
+    predicted_for(path, size, batch, precision, checkpointing)
 }
 
 #[test]
@@ -19,7 +23,7 @@ fn prediction_is_within_ten_percent_of_real_f32_steps() {
     let _serial = serial();
     // 64² is the optimizer step's peak alone; at 256² the activations are a third of it.
     for (size, batch) in [(64, 1), (64, 2), (128, 1), (128, 2), (256, 1)] {
-        let m = measured_peak::<Autodiff<Flex>>(size, batch, false);
+        let m = measured_peak::<Autodiff<Flex>>(Kernels::Auto, size, batch, false);
         check(
             m,
             predicted(size, batch, Precision::F32, false),
@@ -31,9 +35,9 @@ fn prediction_is_within_ten_percent_of_real_f32_steps() {
 #[test]
 fn prediction_is_within_ten_percent_for_bf16_and_checkpointing() {
     let _serial = serial();
-    let m = measured_peak::<Autodiff<Flex>>(128, 2, true);
+    let m = measured_peak::<Autodiff<Flex>>(Kernels::Auto, 128, 2, true);
     check(m, predicted(128, 2, Precision::Bf16, false), "128² b2 bf16");
-    let m = measured_peak::<Autodiff<Flex, BalancedCheckpointing>>(128, 2, false);
+    let m = measured_peak::<Autodiff<Flex, BalancedCheckpointing>>(Kernels::Auto, 128, 2, false);
     check(
         m,
         predicted(128, 2, Precision::F32, true),
@@ -59,14 +63,14 @@ fn prediction_grows_with_batch_size_and_labels() {
             checkpointing: false,
         })
     };
-    let e = at_512(Kernels::Fused);
+    let e = at_512(KernelPath::Fused);
     // The fused loss keeps 150 quarter-resolution logit maps at most, never full-resolution ones.
     assert!(e.logits <= 150 * 128 * 128 * 4, "{e}");
     assert!(e.peak_bytes() > p1);
     assert!(e.to_string().contains("logits for the loss"));
     // burn's composition keeps the full-resolution logits several times over, and the
     // attention scores.
-    let composed = at_512(Kernels::Composed);
+    let composed = at_512(KernelPath::Composed);
     assert!(composed.logits >= 150 * 512 * 512 * 4, "{composed}");
     assert!(composed.stages[0].attention > 0 && e.stages[0].attention == 0);
     assert!(composed.peak_bytes() > e.peak_bytes());
@@ -74,7 +78,7 @@ fn prediction_grows_with_batch_size_and_labels() {
     // the loss holds the logits upsampled along the width and their gradient (a quarter of the
     // full resolution each) and one band of 4 Mi logits: about a quarter of burn's 16 B per
     // full-resolution logit here.
-    let recompute = at_512(Kernels::Recompute);
+    let recompute = at_512(KernelPath::Recompute);
     assert!(
         recompute.stages.iter().all(|s| s.attention == 0),
         "{recompute}"
@@ -86,11 +90,11 @@ fn prediction_grows_with_batch_size_and_labels() {
 }
 
 fn template(config: &segformer::SegformerConfig, size: usize) -> PlanInputTemplate<'_> {
-    template_for(Kernels::Fused, config, size)
+    template_for(KernelPath::Fused, config, size)
 }
 
 fn template_for(
-    kernels: Kernels,
+    kernels: KernelPath,
     config: &segformer::SegformerConfig,
     size: usize,
 ) -> PlanInputTemplate<'_> {
@@ -138,7 +142,11 @@ fn fit_falls_back_to_bf16_then_checkpointing_then_both() {
     // Composed kernels (CUDA) gain from every fallback; with the fused ones bf16 and
     // checkpointing save nothing, so only the f32 mode is ever chosen there.
     let mut fallbacks_taken = 0;
-    for kernels in [Kernels::Composed, Kernels::Recompute, Kernels::Fused] {
+    for kernels in [
+        KernelPath::Composed,
+        KernelPath::Recompute,
+        KernelPath::Fused,
+    ] {
         let t = template_for(kernels, &config, 512);
         let p = |precision, ckpt| predicted_for(kernels, 512, 1, precision, ckpt);
         let order = [

@@ -56,6 +56,7 @@ fn learns_the_synthetic_paddies() {
         &RunOptions {
             run_dir: run.clone(),
             resume: false,
+            kernels: segformer::Kernels::Auto,
         },
         &Default::default(),
     )
@@ -158,6 +159,7 @@ fn memory_child() {
     let opts = RunOptions {
         run_dir: dir.join(format!("run{steps}")),
         resume: false,
+        kernels: segformer::Kernels::Auto,
     };
     train::train::<B>(&cfg, &opts, &Default::default()).unwrap();
     println!("PEAK_RSS={}", peak_rss_bytes());
@@ -240,6 +242,7 @@ fn resume_child() {
     let opts = RunOptions {
         run_dir: dir,
         resume: mode == "resume",
+        kernels: segformer::Kernels::Auto,
     };
     train::train::<B>(&cfg, &opts, &Default::default()).unwrap();
 }

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, FloatDType, Int, Tensor};
-use train::{AdamW, AdamWConfig, Kernels, MemoryPlan, PlanInput, Precision};
+use segformer::Kernels;
+use train::{AdamW, AdamWConfig, KernelPath, MemoryPlan, PlanInput, Precision};
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -65,8 +66,14 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Peak live heap bytes of the second of two real training steps (the first allocates the
-/// AdamW moments), everything the process holds included, like the prediction.
-pub fn measured_peak<B: AutodiffBackend>(size: usize, batch: usize, bf16: bool) -> u64 {
+/// AdamW moments) of a model whose layers run `kernels`, everything the process holds
+/// included, like the prediction.
+pub fn measured_peak<B: AutodiffBackend>(
+    kernels: Kernels,
+    size: usize,
+    batch: usize,
+    bf16: bool,
+) -> u64 {
     // What the process already holds is not part of training: the harness, and e.g. the
     // symbol cache a panicking test's backtrace leaves behind (~90 MiB with RUST_BACKTRACE).
     let baseline = LIVE.load(Ordering::Relaxed);
@@ -76,7 +83,8 @@ pub fn measured_peak<B: AutodiffBackend>(size: usize, batch: usize, bf16: bool) 
     let mut model = config
         .init::<B>(&device)
         .unwrap()
-        .with_compute_dtype(bf16.then_some(FloatDType::BF16));
+        .with_compute_dtype(bf16.then_some(FloatDType::BF16))
+        .with_kernels(kernels);
     let x = Tensor::<B, 4>::random(
         [batch, 3, size, size],
         Distribution::Normal(0.0, 1.0),
@@ -102,7 +110,7 @@ pub fn measured_peak<B: AutodiffBackend>(size: usize, batch: usize, bf16: bool) 
 }
 
 pub fn predicted_for(
-    kernels: Kernels,
+    kernels: KernelPath,
     size: usize,
     batch: usize,
     precision: Precision,
