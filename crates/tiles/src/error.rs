@@ -86,6 +86,25 @@ pub enum TilesError {
         /// Where its samples were looked for.
         location: PathBuf,
     },
+    /// There is too little data to give both `train` and `val` at least one sample.
+    #[error("too little data to split {} into train and val: {reason}", location.display())]
+    TooLittleData {
+        /// The input (folder, list file or first scene).
+        location: PathBuf,
+        /// How much there is and what to change.
+        reason: String,
+    },
+    /// A label raster's georeferencing does not match its scene's: another CRS, or pixels that
+    /// land more than half a pixel away from the scene's.
+    #[error("label raster {} does not line up with its scene {}: {reason}", mask.display(), scene.display())]
+    Misaligned {
+        /// The scene.
+        scene: PathBuf,
+        /// Its label raster.
+        mask: PathBuf,
+        /// The difference found and how to fix it.
+        reason: String,
+    },
     /// Images of one dataset differ in band count or sample type.
     #[error("{} has {found} but {} has {expected}; all images of a dataset must have the same bands and sample type", path.display(), first.display())]
     BandMismatch {

@@ -29,19 +29,71 @@ pub(crate) struct PairRules<'a> {
     pub skip_unpaired: bool,
 }
 
-/// Whether a stem goes to `val`: a hash of `(seed, stem)`, so adding files never moves others.
-pub(crate) fn split_of(seed: u64, stem: &str, val_ratio: f64) -> &'static str {
-    // FNV-1a over the seed and the stem, then splitmix64's finaliser to spread the bits.
+/// Where a key falls in `[0, 1)`: a hash of `(seed, key)`, so adding files never moves others.
+pub(crate) fn hash_unit(seed: u64, key: &str) -> f64 {
+    // FNV-1a over the seed and the key, then splitmix64's finaliser to spread the bits.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in seed.to_le_bytes().iter().chain(stem.as_bytes()) {
+    for b in seed.to_le_bytes().iter().chain(key.as_bytes()) {
         h ^= *b as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^= h >> 31;
-    let u = (h >> 11) as f64 / (1u64 << 53) as f64;
-    if u < val_ratio { "val" } else { "train" }
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Whether a stem goes to `val`: its [`hash_unit`] is below `val_ratio`.
+pub(crate) fn split_of(seed: u64, stem: &str, val_ratio: f64) -> &'static str {
+    if hash_unit(seed, stem) < val_ratio {
+        "val"
+    } else {
+        "train"
+    }
+}
+
+/// Gives both splits a pair when a hash split left one empty: with `val_ratio > 0` and two or
+/// more pairs, the hashed pair nearest the threshold changes sides (so adding files still moves
+/// at most that one). `hashed` are the indices of the pairs split by hash; a single hashed pair
+/// with nothing else to pair it with is [`TilesError::TooLittleData`].
+fn balance_splits(
+    pairs: &mut [Pair],
+    hashed: &[usize],
+    rules: &PairRules<'_>,
+    location: &Path,
+) -> Result<(), TilesError> {
+    if rules.val_ratio <= 0.0 || hashed.is_empty() {
+        return Ok(());
+    }
+    if pairs.len() < 2 {
+        return Err(TilesError::TooLittleData {
+            location: location.to_path_buf(),
+            reason: format!(
+                "only 1 image/mask pair ({}), and train and val need one each; add pairs, or \
+                 cut a large image into tiles with `--scenes`",
+                pairs[0].image.display()
+            ),
+        });
+    }
+    let count = |pairs: &[Pair], split: &str| pairs.iter().filter(|p| p.split == split).count();
+    let unit = |p: &Pair| hash_unit(rules.seed, &p.id);
+    let (from, to, pick_max) = if count(pairs, "val") == 0 {
+        ("train", "val", false)
+    } else if count(pairs, "train") == 0 {
+        ("val", "train", true)
+    } else {
+        return Ok(());
+    };
+    let candidates = hashed.iter().copied().filter(|&i| pairs[i].split == from);
+    let chosen = if pick_max {
+        candidates.max_by(|&a, &b| unit(&pairs[a]).total_cmp(&unit(&pairs[b])))
+    } else {
+        candidates.min_by(|&a, &b| unit(&pairs[a]).total_cmp(&unit(&pairs[b])))
+    };
+    if let Some(i) = chosen {
+        pairs[i].split = to;
+    }
+    Ok(())
 }
 
 fn is_image_file(p: &Path) -> bool {
@@ -133,6 +185,10 @@ pub(crate) fn pair_dir(
     if !orphans.is_empty() && !rules.skip_unpaired {
         return Err(TilesError::MissingImages { masks: orphans });
     }
+    if split.is_none() {
+        let all: Vec<usize> = (0..pairs.len()).collect();
+        balance_splits(&mut pairs, &all, rules, image_dir)?;
+    }
     let mut skipped = missing;
     skipped.extend(orphans);
     Ok((pairs, skipped))
@@ -145,6 +201,7 @@ pub(crate) fn read_list(list: &Path, rules: &PairRules<'_>) -> Result<Vec<Pair>,
     let base = list.parent().unwrap_or(Path::new("."));
     let mut pairs = Vec::new();
     let mut seen = BTreeMap::new();
+    let mut hashed = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -181,6 +238,9 @@ pub(crate) fn read_list(list: &Path, rules: &PairRules<'_>) -> Result<Vec<Pair>,
                 "image stem `{id}` already used on line {prev}; stems name the prepared files"
             )));
         }
+        if split.is_none() {
+            hashed.push(pairs.len());
+        }
         pairs.push(Pair {
             split: split.unwrap_or_else(|| split_of(rules.seed, &id, rules.val_ratio)),
             id,
@@ -188,5 +248,6 @@ pub(crate) fn read_list(list: &Path, rules: &PairRules<'_>) -> Result<Vec<Pair>,
             mask,
         });
     }
+    balance_splits(&mut pairs, &hashed, rules, list)?;
     Ok(pairs)
 }

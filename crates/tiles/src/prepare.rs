@@ -93,12 +93,20 @@ pub struct PrepareReport {
     pub audit: Option<AuditReport>,
     /// Tiles left out for being mostly nodata/ignore (scenes only).
     pub skipped_tiles: usize,
+    /// Train tiles left out because they share pixels with a val tile (scenes only).
+    pub dropped_tiles: usize,
+    /// Things the user should know that did not stop the run (e.g. a label raster without
+    /// georeferencing, taken as aligned with its scene).
+    pub notes: Vec<String>,
 }
 
 impl fmt::Display for PrepareReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(a) = &self.audit {
             write!(f, "{a}")?;
+        }
+        for note in &self.notes {
+            writeln!(f, "note: {note}")?;
         }
         let splits: Vec<String> = self
             .meta
@@ -115,6 +123,13 @@ impl fmt::Display for PrepareReport {
         )?;
         if self.skipped_tiles > 0 {
             write!(f, "; {} mostly-empty tiles skipped", self.skipped_tiles)?;
+        }
+        if self.dropped_tiles > 0 {
+            write!(
+                f,
+                "; {} train tiles dropped for sharing pixels with val tiles",
+                self.dropped_tiles
+            )?;
         }
         Ok(())
     }
@@ -235,6 +250,8 @@ pub fn prepare_folder(opts: &FolderOptions) -> Result<PrepareReport, TilesError>
             meta,
             audit: Some(report),
             skipped_tiles: 0,
+            dropped_tiles: 0,
+            notes: Vec::new(),
         })
     })
 }

@@ -1,19 +1,28 @@
 //! Big scenes → tiles: cut georeferenced scenes and their label rasters into fixed-size,
 //! overlapping tiles, reading one row band at a time so memory stays bounded.
+//!
+//! Two passes over every scene: the survey checks the scene against its label raster (size,
+//! CRS and grid, band layout, label values) and finds the tiles worth keeping, before anything
+//! is written; then the tiles are split by 2×2-tile blocks (the `grid` module) and written.
 
+mod align;
+mod grid;
+mod source;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use raster::{GeoRef, Mask, Raster, RasterData, SampleKind};
+use raster::{GeoRef, Mask, Raster, SampleKind};
 
-use crate::audit::check_size;
+use self::align::check_alignment;
+use self::grid::{Planned, Role, assign_splits, origins};
+use self::source::{Source, crop, crop_mask, is_nodata};
 use crate::error::TilesError;
-use crate::io::{read_image, read_mask, write_mask_png, write_png};
+use crate::io::{write_mask_png, write_png};
 use crate::labels::LabelMap;
 use crate::meta::{DatasetMeta, TileRecord};
-use crate::pairs::split_of;
 use crate::prepare::{PrepareReport, into_fresh_output};
 use crate::stats::StatsAccumulator;
-use crate::tiff_read::ChunkedReader;
 use crate::tiff_write::{Compression, TiffOptions, write_geotiff_with};
 
 /// How to tile scenes.
@@ -21,7 +30,8 @@ use crate::tiff_write::{Compression, TiffOptions, write_geotiff_with};
 pub struct SceneOptions {
     /// Scene images (GeoTIFF for windowed reads; PNG/JPEG are read whole).
     pub scenes: Vec<PathBuf>,
-    /// Label rasters, one per scene, same size as it.
+    /// Label rasters, one per scene, same size as it and, when both are georeferenced, on the
+    /// same grid (same CRS, pixel corners within half a pixel).
     pub masks: Vec<PathBuf>,
     /// Output root.
     pub out: PathBuf,
@@ -33,7 +43,8 @@ pub struct SceneOptions {
     pub overlap: usize,
     /// Tiles whose fraction of ignore/nodata pixels exceeds this are skipped (default 0.5).
     pub max_empty_fraction: f64,
-    /// Fraction of tiles in `val` (default 0.2).
+    /// Fraction of the 2×2-tile blocks in `val` (default 0.2): exactly `ceil(ratio × blocks)`,
+    /// at least one and never all of them when there are two or more blocks.
     pub val_ratio: f64,
     /// Split seed (default 0).
     pub seed: u64,
@@ -64,128 +75,70 @@ impl SceneOptions {
     }
 }
 
-/// Windowed access to an image or mask: chunked for TIFF, whole for anything else.
-enum Source {
-    Tiff(Box<ChunkedReader>),
-    Image(Raster, Option<GeoRef>),
-    Mask(Mask),
-}
-
-impl Source {
-    fn open_image(path: &Path) -> Result<Self, TilesError> {
-        match ChunkedReader::open(path) {
-            Ok(r) => Ok(Source::Tiff(Box::new(r))),
-            Err(TilesError::Decode { .. }) if !is_tiff(path) => {
-                let (r, g) = read_image(path)?;
-                Ok(Source::Image(r, g))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    fn open_mask(path: &Path) -> Result<Self, TilesError> {
-        if is_tiff(path) {
-            let r = ChunkedReader::open(path)?;
-            if r.bands() != 1 || r.kind() == SampleKind::F32 {
-                return Err(TilesError::unsupported(
-                    path,
-                    format!(
-                        "label raster has {} bands of {}; it must be one band of 8-bit class values",
-                        r.bands(),
-                        r.kind()
-                    ),
-                ));
-            }
-            Ok(Source::Tiff(Box::new(r)))
-        } else {
-            Ok(Source::Mask(read_mask(path)?))
-        }
-    }
-
-    fn size(&self) -> (usize, usize) {
-        match self {
-            Source::Tiff(r) => (r.width(), r.height()),
-            Source::Image(r, _) => (r.width, r.height),
-            Source::Mask(m) => (m.width, m.height),
-        }
-    }
-
-    fn geo(&self) -> Option<&GeoRef> {
-        match self {
-            Source::Tiff(r) => r.geo(),
-            Source::Image(_, g) => g.as_ref(),
-            Source::Mask(_) => None,
-        }
-    }
-
-    /// Rows `y..y + h` across the full width.
-    fn rows(&mut self, y: usize, h: usize) -> Result<Raster, TilesError> {
-        match self {
-            Source::Tiff(r) => {
-                let w = r.width();
-                r.read_window(0, y, w, h)
-            }
-            Source::Image(r, _) => Ok(crop(r, 0, y, r.width, h)),
-            Source::Mask(m) => {
-                let data = m.data[y * m.width..(y + h) * m.width].to_vec();
-                Ok(Raster::new(m.width, h, 1, RasterData::U8(data)).expect("sliced from the mask"))
-            }
-        }
-    }
-}
-
-fn is_tiff(path: &Path) -> bool {
-    std::fs::File::open(path)
-        .and_then(|mut f| {
-            let mut b = [0u8; 4];
-            std::io::Read::read_exact(&mut f, &mut b).map(|_| b)
-        })
-        .is_ok_and(|b| &b[..2] == b"II" || &b[..2] == b"MM")
-}
-
-/// The `w × h` window at `(x, y)` of `r`.
-fn crop(r: &Raster, x: usize, y: usize, w: usize, h: usize) -> Raster {
-    fn cut<T: Copy>(
-        v: &[T],
-        width: usize,
-        bands: usize,
-        x: usize,
-        y: usize,
-        w: usize,
-        h: usize,
-    ) -> Vec<T> {
-        let mut out = Vec::with_capacity(w * h * bands);
-        for row in y..y + h {
-            let s = (row * width + x) * bands;
-            out.extend_from_slice(&v[s..s + w * bands]);
-        }
-        out
-    }
-    let data = match &r.data {
-        RasterData::U8(v) => RasterData::U8(cut(v, r.width, r.bands, x, y, w, h)),
-        RasterData::U16(v) => RasterData::U16(cut(v, r.width, r.bands, x, y, w, h)),
-        RasterData::F32(v) => RasterData::F32(cut(v, r.width, r.bands, x, y, w, h)),
-    };
-    Raster::new(w, h, r.bands, data).expect("window inside the raster")
-}
-
-/// Tile origins along one axis: every `stride`, plus one flush with the far edge so the whole
-/// scene is covered.
-fn origins(len: usize, tile: usize, stride: usize) -> Vec<usize> {
-    let mut v: Vec<usize> = (0..=len - tile).step_by(stride).collect();
-    if *v.last().expect("len >= tile") + tile < len {
-        v.push(len - tile);
-    }
-    v
-}
-
 /// Cuts every scene and its label raster into tiles, writes the split layout (GeoTIFF tiles
 /// keeping the georeferencing shifted to each tile's origin, PNG when the scene has none and fits
 /// PNG), masks as PNG, and `dataset.json` with the tile manifest and train band statistics.
 ///
+/// Tiles are split by 2×2-tile blocks, `val` getting `ceil(val_ratio × blocks)` of them, chosen
+/// by a hash of the seed; train tiles that share pixels with a val tile are dropped (counted in
+/// [`PrepareReport::dropped_tiles`]), so no val pixel is ever trained on.
+///
 /// Reads one band of `tile_size` rows at a time: peak memory is about two row bands of the
 /// scene, whatever its height.
 pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> {
+    check_options(opts)?;
+    let stems = scene_stems(&opts.scenes)?;
+    let lut = opts.labels.lookup_table();
+    into_fresh_output(&opts.out, || {
+        let mut layout = None;
+        let surveys = (0..opts.scenes.len())
+            .map(|i| survey(opts, i, &stems[i], &lut, &mut layout))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tiles: Vec<Planned> = surveys.iter().flat_map(|s| s.kept.clone()).collect();
+        let split = assign_splits(
+            &mut tiles,
+            &stems,
+            opts.tile_size,
+            opts.val_ratio,
+            opts.seed,
+            &opts.scenes[0],
+        )?;
+        let (_, bands, kind) = layout.expect("at least one scene was surveyed");
+        let mut stats = StatsAccumulator::new(bands, kind);
+        let mut records = Vec::new();
+        for (i, s) in surveys.iter().enumerate() {
+            let mine: Vec<&Planned> = tiles
+                .iter()
+                .filter(|t| t.scene == i && t.role != Role::Dropped)
+                .collect();
+            records.extend(write_scene(opts, s, &mine, &mut stats)?);
+        }
+        let mut meta = DatasetMeta::new("scenes", &opts.labels, kind, bands, stats.finish());
+        for r in &records {
+            *meta.splits.entry(r.split.clone()).or_insert(0) += 1;
+        }
+        for split in crate::pairs::SPLITS {
+            if !meta.splits.contains_key(split) {
+                return Err(TilesError::EmptySplit {
+                    split: split.into(),
+                    location: opts.out.join("images").join(split),
+                });
+            }
+        }
+        meta.tiles = records;
+        meta.save(&opts.out)?;
+        Ok(PrepareReport {
+            out: opts.out.clone(),
+            meta,
+            audit: None,
+            skipped_tiles: surveys.iter().map(|s| s.skipped).sum(),
+            dropped_tiles: split.dropped,
+            notes: surveys.into_iter().filter_map(|s| s.note).collect(),
+        })
+    })
+}
+
+fn check_options(opts: &SceneOptions) -> Result<(), TilesError> {
     let t = opts.tile_size;
     if t < 16 || !t.is_multiple_of(16) {
         return Err(TilesError::option(
@@ -218,201 +171,254 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
             "must be in [0, 1)",
         ));
     }
-    opts.labels.validate()?;
-    let lut = opts.labels.lookup_table();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    into_fresh_output(&opts.out, || {
-        let stride = t - opts.overlap;
-        let mut first: Option<(PathBuf, usize, SampleKind)> = None;
-        let mut stats: Option<StatsAccumulator> = None;
-        let mut records = Vec::new();
-        let mut skipped = 0;
-        for (scene_path, mask_path) in opts.scenes.iter().zip(&opts.masks) {
-            let mut scene = Source::open_image(scene_path)?;
-            let mut mask = Source::open_mask(mask_path)?;
-            let (w, h) = scene.size();
-            let mask_size = mask.size();
-            if (w, h) != mask_size {
-                let m = Mask {
-                    width: mask_size.0,
-                    height: mask_size.1,
-                    data: Vec::new(),
-                };
-                check_size(scene_path, mask_path, (w, h), &m)?;
-            }
-            if w < t || h < t {
-                return Err(TilesError::input(
-                    scene_path,
-                    format!("scene is {w}x{h}, smaller than tile_size {t}; lower --tile-size"),
-                ));
-            }
-            let geo = scene.geo().cloned();
-            let stem = scene_path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("scene")
-                .to_string();
-            for y in origins(h, t, stride) {
-                let band = scene.rows(y, t)?;
-                let mband = mask.rows(y, t)?;
-                let mband = to_mask(mask_path, &mband)?;
-                match &first {
-                    None => {
-                        first = Some((scene_path.clone(), band.bands, band.kind()));
-                        stats = Some(StatsAccumulator::new(band.bands, band.kind()));
-                    }
-                    Some((p, b, k)) if *b != band.bands || *k != band.kind() => {
-                        return Err(TilesError::BandMismatch {
-                            path: scene_path.clone(),
-                            found: format!("{} bands of {}", band.bands, band.kind()),
-                            first: p.clone(),
-                            expected: format!("{b} bands of {k}"),
-                        });
-                    }
-                    Some(_) => {}
-                }
-                let ctx = TileCtx {
-                    opts,
-                    lut: &lut,
-                    width: w,
-                    stem: &stem,
-                    geo: geo.as_ref(),
-                    scene: scene_path,
-                    mask: mask_path,
-                };
-                let xs = origins(w, t, stride);
-                // Encoding tiles dominates the run: spread one row band's tiles over threads.
-                // Each thread takes a contiguous run of columns, so the manifest order is fixed.
-                let per = xs.len().div_ceil(threads);
-                let results: Vec<Result<RowTiles, TilesError>> = std::thread::scope(|scope| {
-                    let handles: Vec<_> = xs
-                        .chunks(per)
-                        .map(|run| {
-                            let (ctx, band, mband) = (&ctx, &band, &mband);
-                            scope.spawn(move || {
-                                let mut acc = StatsAccumulator::new(band.bands, band.kind());
-                                let recs = run
-                                    .iter()
-                                    .map(|&x| ctx.tile(band, mband, x, y, &mut acc))
-                                    .collect::<Result<Vec<_>, _>>()?;
-                                Ok((recs, acc))
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| h.join().expect("tile workers do not panic"))
-                        .collect()
-                });
-                for r in results {
-                    let (recs, acc) = r?;
-                    if let Some(total) = stats.as_mut() {
-                        total.merge(&acc);
-                    }
-                    for rec in recs {
-                        match rec {
-                            Some(rec) => records.push(rec),
-                            None => skipped += 1,
-                        }
-                    }
-                }
-            }
+    opts.labels.validate()
+}
+
+/// The file stems of the scenes, which name their tiles: two scenes with one stem would write
+/// over each other's tiles.
+fn scene_stems(scenes: &[PathBuf]) -> Result<Vec<String>, TilesError> {
+    let mut seen: BTreeMap<String, &PathBuf> = BTreeMap::new();
+    let mut stems = Vec::with_capacity(scenes.len());
+    for p in scenes {
+        let stem = p
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("scene")
+            .to_string();
+        if let Some(prev) = seen.insert(stem.clone(), p) {
+            return Err(TilesError::input(
+                p,
+                format!(
+                    "same file stem as {}; tiles are named after their scene, so rename one",
+                    prev.display()
+                ),
+            ));
         }
-        let (_, bands, kind) = first.expect("at least one scene was tiled");
-        let mut meta = DatasetMeta::new(
-            "scenes",
-            &opts.labels,
-            kind,
-            bands,
-            stats.map(|s| s.finish()).unwrap_or_default(),
-        );
-        for r in &records {
-            *meta.splits.entry(r.split.clone()).or_insert(0) += 1;
+        stems.push(stem);
+    }
+    Ok(stems)
+}
+
+/// What the survey of one scene found.
+struct Survey {
+    scene: PathBuf,
+    mask: PathBuf,
+    stem: String,
+    geo: Option<GeoRef>,
+    /// Tiles worth keeping, row by row, all `Role::Train` until split.
+    kept: Vec<Planned>,
+    /// Tiles left out as mostly ignore/nodata.
+    skipped: usize,
+    /// Something the user should know (an alignment that could not be checked).
+    note: Option<String>,
+}
+
+/// Reads scene `index` and its label raster once without writing anything: checks size,
+/// alignment, band layout (against `layout`, the first scene's) and label values, and finds
+/// the tiles that are not mostly empty. Reads the image only when it has a nodata value.
+fn survey(
+    opts: &SceneOptions,
+    index: usize,
+    stem: &str,
+    lut: &[Option<u8>; 256],
+    layout: &mut Option<(PathBuf, usize, SampleKind)>,
+) -> Result<Survey, TilesError> {
+    let (scene_path, mask_path) = (&opts.scenes[index], &opts.masks[index]);
+    let t = opts.tile_size;
+    let mut scene = Source::open_image(scene_path)?;
+    let mut mask = Source::open_mask(mask_path)?;
+    let (w, h) = scene.size();
+    if (w, h) != mask.size() {
+        return Err(TilesError::SizeMismatch {
+            image: scene_path.clone(),
+            mask: mask_path.clone(),
+            image_size: (w, h),
+            mask_size: mask.size(),
+        });
+    }
+    if w < t || h < t {
+        return Err(TilesError::input(
+            scene_path,
+            format!("scene is {w}x{h}, smaller than tile_size {t}; lower --tile-size"),
+        ));
+    }
+    check_layout(scene_path, scene.layout(), layout)?;
+    let note = check_alignment(scene_path, scene.geo(), mask_path, mask.geo(), (w, h))?;
+    let geo = scene.geo().cloned();
+    let nodata = geo.as_ref().and_then(|g| g.nodata);
+    let stride = t - opts.overlap;
+    let xs = origins(w, t, stride);
+    let (mut tally, mut tallied_to) = ([0u64; 256], 0);
+    let (mut kept, mut skipped) = (Vec::new(), 0);
+    for (row, y) in origins(h, t, stride).into_iter().enumerate() {
+        let band = mask.mask_rows(mask_path, y, t)?;
+        // Rows shared with the previous band are counted once.
+        for &v in &band.data[(tallied_to.max(y) - y) * w..] {
+            tally[v as usize] += 1;
         }
-        for split in crate::pairs::SPLITS {
-            if !meta.splits.contains_key(split) {
-                return Err(TilesError::EmptySplit {
-                    split: split.into(),
-                    location: opts.out.join("images").join(split),
+        tallied_to = y + t;
+        let image = match nodata {
+            Some(nd) => Some((scene.rows(y, t)?, nd)),
+            None => None,
+        };
+        for (col, &x) in xs.iter().enumerate() {
+            let empty = (0..t * t)
+                .filter(|&i| {
+                    let (c, r) = (x + i % t, i / t);
+                    lut[band.data[r * w + c] as usize] == Some(Mask::IGNORE)
+                        || image
+                            .as_ref()
+                            .is_some_and(|(img, nd)| is_nodata(img, c, r, *nd))
+                })
+                .count();
+            if empty as f64 > opts.max_empty_fraction * (t * t) as f64 {
+                skipped += 1;
+            } else {
+                let role = Role::Train;
+                kept.push(Planned {
+                    scene: index,
+                    col,
+                    row,
+                    x,
+                    y,
+                    role,
                 });
             }
         }
-        meta.tiles = records;
-        meta.save(&opts.out)?;
-        Ok(PrepareReport {
-            out: opts.out.clone(),
-            meta,
-            audit: None,
-            skipped_tiles: skipped,
-        })
+    }
+    check_mapped(&tally, lut, mask_path, &opts.labels)?;
+    Ok(Survey {
+        scene: scene_path.clone(),
+        mask: mask_path.clone(),
+        stem: stem.to_string(),
+        geo,
+        kept,
+        skipped,
+        note,
     })
 }
 
-/// One worker's tiles of a row band (`None` = skipped) and its train statistics.
-type RowTiles = (Vec<Option<TileRecord>>, StatsAccumulator);
+/// All scenes must have the first one's bands and sample type.
+fn check_layout(
+    path: &Path,
+    (bands, kind): (usize, SampleKind),
+    first: &mut Option<(PathBuf, usize, SampleKind)>,
+) -> Result<(), TilesError> {
+    match first {
+        None => *first = Some((path.to_path_buf(), bands, kind)),
+        Some((p, b, k)) if (*b, *k) != (bands, kind) => {
+            return Err(TilesError::BandMismatch {
+                path: path.to_path_buf(),
+                found: format!("{bands} bands of {kind}"),
+                first: p.clone(),
+                expected: format!("{b} bands of {k}"),
+            });
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// Fails on label values that the mapping neither assigns nor ignores, with their pixel counts
+/// over the whole label raster.
+fn check_mapped(
+    tally: &[u64; 256],
+    lut: &[Option<u8>; 256],
+    path: &Path,
+    labels: &LabelMap,
+) -> Result<(), TilesError> {
+    let unmapped: Vec<(u8, u64, PathBuf)> = (0..=255u8)
+        .filter(|&v| lut[v as usize].is_none() && tally[v as usize] > 0)
+        .map(|v| (v, tally[v as usize], path.to_path_buf()))
+        .collect();
+    if unmapped.is_empty() {
+        return Ok(());
+    }
+    let found: Vec<u8> = (0..=255u8).filter(|&v| tally[v as usize] > 0).collect();
+    Err(TilesError::UnmappedValues {
+        values: unmapped,
+        suggestion: labels.suggest(&found),
+    })
+}
+
+/// Writes the kept tiles of one scene (in row order), adding train tiles to `stats`.
+fn write_scene(
+    opts: &SceneOptions,
+    s: &Survey,
+    tiles: &[&Planned],
+    stats: &mut StatsAccumulator,
+) -> Result<Vec<TileRecord>, TilesError> {
+    let t = opts.tile_size;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let mut scene = Source::open_image(&s.scene)?;
+    let mut mask = Source::open_mask(&s.mask)?;
+    let (bands, kind) = scene.layout();
+    let ctx = TileCtx { opts, survey: s };
+    let mut records = Vec::with_capacity(tiles.len());
+    for row in tiles.chunk_by(|a, b| a.row == b.row) {
+        let y = row[0].y;
+        let band = scene.rows(y, t)?;
+        let mband = mask.mask_rows(&s.mask, y, t)?;
+        // Encoding tiles dominates the run: spread one row band's tiles over threads.
+        // Each thread takes a contiguous run of columns, so the manifest order is fixed.
+        let per = row.len().div_ceil(threads);
+        let results: Vec<Result<RowTiles, TilesError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = row
+                .chunks(per)
+                .map(|run| {
+                    let (ctx, band, mband) = (&ctx, &band, &mband);
+                    scope.spawn(move || {
+                        let mut acc = StatsAccumulator::new(bands, kind);
+                        let recs = run
+                            .iter()
+                            .map(|p| ctx.tile(band, mband, p, &mut acc))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Ok((recs, acc))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("tile workers do not panic"))
+                .collect()
+        });
+        for r in results {
+            let (recs, acc) = r?;
+            stats.merge(&acc);
+            records.extend(recs);
+        }
+    }
+    Ok(records)
+}
+
+/// One worker's tiles of a row band and its train statistics.
+type RowTiles = (Vec<TileRecord>, StatsAccumulator);
 
 /// What cutting one tile needs to know about its scene.
 struct TileCtx<'a> {
     opts: &'a SceneOptions,
-    lut: &'a [Option<u8>; 256],
-    width: usize,
-    stem: &'a str,
-    geo: Option<&'a GeoRef>,
-    scene: &'a PathBuf,
-    mask: &'a PathBuf,
+    survey: &'a Survey,
 }
 
 impl TileCtx<'_> {
-    /// Cuts, checks and writes the tile at column `x` of the row band starting at row `y`;
-    /// `None` when it is skipped as mostly empty. Train tiles are added to `acc`.
+    /// Cuts and writes tile `p` from the row band holding it, adding it to `acc` when it is a
+    /// train tile.
     fn tile(
         &self,
         band: &Raster,
         mband: &Mask,
-        x: usize,
-        y: usize,
+        p: &Planned,
         acc: &mut StatsAccumulator,
-    ) -> Result<Option<TileRecord>, TilesError> {
-        let (opts, lut, w) = (self.opts, self.lut, self.width);
+    ) -> Result<TileRecord, TilesError> {
+        let (opts, s) = (self.opts, self.survey);
         let t = opts.tile_size;
-        let nodata = self.geo.and_then(|g| g.nodata);
-        let tile = crop(band, x, 0, t, t);
-        let raw: Vec<u8> = (0..t)
-            .flat_map(|r| mband.data[r * w + x..r * w + x + t].iter().copied())
-            .collect();
-        let raw = Mask::new(t, t, raw).expect("t*t values");
-        let unmapped: Vec<u8> = (0..=255u8)
-            .filter(|&v| lut[v as usize].is_none() && raw.data.contains(&v))
-            .collect();
-        if !unmapped.is_empty() {
-            let mut found = raw.data.clone();
-            found.sort_unstable();
-            found.dedup();
-            let count = |v: u8| raw.data.iter().filter(|&&u| u == v).count() as u64;
-            return Err(TilesError::UnmappedValues {
-                values: unmapped
-                    .iter()
-                    .map(|&v| (v, count(v), self.mask.clone()))
-                    .collect(),
-                suggestion: opts.labels.suggest(&found),
-            });
-        }
-        let empty = (0..t * t)
-            .filter(|&i| {
-                lut[raw.data[i] as usize] == Some(Mask::IGNORE) || is_nodata(&tile, i, nodata)
-            })
-            .count();
-        if empty as f64 > opts.max_empty_fraction * (t * t) as f64 {
-            return Ok(None);
-        }
-        let id = format!("{}_x{x}_y{y}", self.stem);
-        // NOTE: overlapping neighbours share pixels, so tiles are split by 2×2-tile blocks rather
-        // than one by one; only tiles on block borders can overlap a tile of the other split.
-        let block = format!("{}@{},{}", self.stem, x / (2 * t), y / (2 * t));
-        let split = split_of(opts.seed, &block, opts.val_ratio);
-        let tile_geo = self.geo.map(|g| g.shifted(x, y));
+        let split = p.role.split().expect("dropped tiles are not written");
+        let tile = crop(band, p.x, 0, t, t);
+        let raw = crop_mask(mband, p.x, t);
+        let id = format!("{}_x{}_y{}", s.stem, p.x, p.y);
+        let tile_geo = s.geo.as_ref().map(|g| g.shifted(p.x, p.y));
         let img_dir = opts.out.join("images").join(split);
         let png_ok = tile.bands <= 4 && tile.kind() != SampleKind::F32;
         if tile_geo.is_some() || !png_ok {
@@ -420,12 +426,8 @@ impl TileCtx<'_> {
                 compression: opts.compression,
                 ..Default::default()
             };
-            write_geotiff_with(
-                &img_dir.join(format!("{id}.tif")),
-                &tile,
-                tile_geo.as_ref(),
-                &o,
-            )?;
+            let path = img_dir.join(format!("{id}.tif"));
+            write_geotiff_with(&path, &tile, tile_geo.as_ref(), &o)?;
         } else {
             write_png(&img_dir.join(format!("{id}.png")), &tile)?;
         }
@@ -433,45 +435,19 @@ impl TileCtx<'_> {
             &opts.out.join("masks").join(split).join(format!("{id}.png")),
             &raw,
         )?;
-        if split == "train" {
-            acc.add(&tile, nodata);
+        if p.role == Role::Train {
+            acc.add(&tile, s.geo.as_ref().and_then(|g| g.nodata));
         }
-        Ok(Some(TileRecord {
+        Ok(TileRecord {
             id,
             split: split.into(),
-            scene: self.scene.clone(),
-            mask: self.mask.clone(),
-            x,
-            y,
+            scene: s.scene.clone(),
+            mask: s.mask.clone(),
+            x: p.x,
+            y: p.y,
             width: t,
             height: t,
             transform: tile_geo.map(|g| g.transform),
-        }))
-    }
-}
-
-fn to_mask(path: &Path, r: &Raster) -> Result<Mask, TilesError> {
-    let data = match &r.data {
-        RasterData::U8(v) => v.clone(),
-        RasterData::U16(v) => v
-            .iter()
-            .map(|&s| u8::try_from(s))
-            .collect::<Result<_, _>>()
-            .map_err(|_| TilesError::unsupported(path, "label raster holds values above 255"))?,
-        RasterData::F32(_) => return Err(TilesError::unsupported(path, "float label raster")),
-    };
-    Ok(Mask::new(r.width, r.height, data).expect("sized from its raster"))
-}
-
-/// True when every band of pixel `i` equals the scene's nodata value.
-fn is_nodata(r: &Raster, i: usize, nodata: Option<f64>) -> bool {
-    let Some(nd) = nodata else { return false };
-    let b = r.bands;
-    match &r.data {
-        RasterData::U8(v) => v[i * b..(i + 1) * b].iter().all(|&s| s as f64 == nd),
-        RasterData::U16(v) => v[i * b..(i + 1) * b].iter().all(|&s| s as f64 == nd),
-        RasterData::F32(v) => v[i * b..(i + 1) * b]
-            .iter()
-            .all(|&s| s as f64 == nd || (nd.is_nan() && s.is_nan())),
+        })
     }
 }

@@ -55,7 +55,11 @@ fn georeferenced_scene_tiles_keep_world_coordinates_and_pixels() {
     let ys = [0, 32, 64, 96, 102];
     // Tiles at x = 0 are 40/48 nodata (> 50%): skipped.
     assert_eq!(report.skipped_tiles, ys.len());
-    assert_eq!(report.meta.tiles.len(), (xs.len() - 1) * ys.len());
+    // Train tiles sharing pixels with a val tile are dropped, not written.
+    assert_eq!(
+        report.meta.tiles.len() + report.dropped_tiles,
+        (xs.len() - 1) * ys.len()
+    );
     assert_eq!(
         report.meta.splits.values().sum::<usize>(),
         report.meta.tiles.len()
@@ -164,9 +168,13 @@ fn a_failed_run_leaves_no_half_written_dataset() {
         LabelMap::identity(&["a", "b"]),
     );
     o.tile_size = 32;
-    // Four tiles in one 2x2 block: everything lands in one split, so the other is empty.
+    // Four tiles in one 2x2 block: too little to give train and val a block each.
     let err = prepare_scenes(&o).unwrap_err();
-    assert!(matches!(err, tiles::TilesError::EmptySplit { .. }), "{err}");
+    assert!(
+        matches!(err, tiles::TilesError::TooLittleData { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--tile-size (now 32)"), "{err}");
     assert!(!d.path().join("out/images").exists());
     o.tile_size = 16;
     o.val_ratio = 0.5;

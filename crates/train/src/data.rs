@@ -3,6 +3,11 @@
 //! The sample order of an epoch and every sample's augmentation depend only on
 //! `(seed, epoch, index)`, so the batches are the same whatever the number of workers, and a
 //! resumed run can start at any batch of an epoch.
+//!
+//! Samples are read through burn-dataset's [`Dataset`] trait: the split is any dataset of
+//! [`SampleResult`]s, a [`SegDataset`] or a composition of it (`PartialDataset`,
+//! `ComposedDataset`…). Order and parallelism stay here, on top of that trait: burn's own
+//! shuffling would tie the order to the dataset instead of to `(seed, epoch)`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,15 +17,18 @@ use std::thread::JoinHandle;
 use augment::{Batch, Pipeline, Processed, SegformerProcessor, collate};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
-use tiles::SegDataset;
+use tiles::{Dataset, SampleError, SampleResult, SegDataset, TilesError};
 
 use crate::error::TrainError;
 
 /// Everything a worker needs to turn an index into a processed sample.
+///
+/// `D` is the split: by default a [`SegDataset`], or any burn-dataset [`Dataset`] of
+/// [`SampleResult`]s (`Send + Sync`, as the trait requires: workers share it).
 #[derive(Clone, Debug)]
-pub struct SampleSource {
+pub struct SampleSource<D = SegDataset> {
     /// The split, decoded lazily.
-    pub dataset: SegDataset,
+    pub dataset: D,
     /// Augmentation (empty for validation).
     pub pipeline: Pipeline,
     /// Resize/rescale/normalise.
@@ -29,10 +37,17 @@ pub struct SampleSource {
     pub seed: u64,
 }
 
-impl SampleSource {
+impl<D: Dataset<SampleResult>> SampleSource<D> {
     /// Decodes, augments (with the stream of `(seed, epoch, index)`) and processes sample `index`.
     pub fn load(&self, epoch: u64, index: usize) -> Result<Processed, TrainError> {
-        let sample = self.dataset.get(index)?;
+        let sample = self
+            .dataset
+            .get(index)
+            .ok_or(TilesError::IndexOutOfRange {
+                index,
+                len: self.dataset.len(),
+            })?
+            .map_err(data_error)?;
         let (image, mask) = self.pipeline.apply_seeded(
             sample.image,
             sample.mask,
@@ -41,6 +56,15 @@ impl SampleSource {
             index as u64,
         )?;
         Ok(self.processor.process(&image, mask.as_ref())?)
+    }
+}
+
+/// The dataset's error itself when the item held the only handle to it (always, for a
+/// [`SegDataset`] and burn's transforms, which forward items), else the shared error.
+fn data_error(e: SampleError) -> TrainError {
+    match e.into_inner() {
+        Ok(e) => TrainError::Data(e),
+        Err(shared) => TrainError::SharedData(shared),
     }
 }
 
@@ -99,8 +123,8 @@ impl Default for LoaderOptions {
 impl Loader {
     /// Starts loading `order[start_batch * batch_size..]` of `epoch` (the last batch may be
     /// short).
-    pub fn new(
-        source: Arc<SampleSource>,
+    pub fn new<D: Dataset<SampleResult> + 'static>(
+        source: Arc<SampleSource<D>>,
         order: Vec<usize>,
         epoch: u64,
         options: LoaderOptions,
@@ -289,6 +313,45 @@ mod tests {
             &one[0].pixel_values[..direct.pixel_values.len()],
             &direct.pixel_values[..]
         );
+    }
+
+    #[test]
+    fn any_dataset_of_sample_results_loads_like_the_split_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = source(dir.path());
+        // The same split behind the trait object burn's transforms compose into.
+        let dataset: Arc<dyn Dataset<SampleResult>> = Arc::new(src.dataset.clone());
+        let dyn_src = Arc::new(SampleSource {
+            dataset,
+            pipeline: src.pipeline.clone(),
+            processor: src.processor.clone(),
+            seed: src.seed,
+        });
+        let order = epoch_order(src.dataset.len(), 3, 2, true);
+        let options = LoaderOptions {
+            batch_size: 4,
+            workers: 3,
+            ..Default::default()
+        };
+        let plain: Vec<Batch> = Loader::new(src.clone(), order.clone(), 2, options)
+            .map(|b| b.unwrap())
+            .collect();
+        let through_trait: Vec<Batch> = Loader::new(dyn_src.clone(), order, 2, options)
+            .map(|b| b.unwrap())
+            .collect();
+        assert_eq!(plain, through_trait);
+        assert!(matches!(
+            dyn_src.load(0, src.dataset.len()),
+            Err(TrainError::Data(TilesError::IndexOutOfRange { .. }))
+        ));
+        // A file that fails to decode is the dataset's error, naming the file.
+        let id = src.dataset.ids().next().unwrap().to_string();
+        let image = dir.path().join("images/train").join(format!("{id}.png"));
+        std::fs::write(&image, b"not a png").unwrap();
+        match dyn_src.load(0, 0) {
+            Err(TrainError::Data(e)) => assert!(e.to_string().contains(&id), "{e}"),
+            other => panic!("expected a data error, got {:?}", other.map(|_| ())),
+        }
     }
 
     #[test]

@@ -8,6 +8,10 @@ pub enum TrainError {
     /// The dataset could not be read (names the file).
     #[error(transparent)]
     Data(#[from] tiles::TilesError),
+    /// A sample could not be read, and its dataset still holds a handle to the error (names
+    /// the file). A [`tiles::SegDataset`] and burn's transforms report [`TrainError::Data`].
+    #[error(transparent)]
+    SharedData(tiles::SampleError),
     /// Augmentation or preprocessing failed.
     #[error(transparent)]
     Augment(#[from] augment::AugmentError),
