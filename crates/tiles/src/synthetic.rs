@@ -441,6 +441,8 @@ pub fn prepare_synthetic(opts: &SyntheticOptions) -> Result<PrepareReport, Tiles
             meta,
             audit: None,
             skipped_tiles: 0,
+            dropped_tiles: 0,
+            notes: Vec::new(),
         })
     })
 }
