@@ -8,7 +8,7 @@ use clap::Args;
 use infer::{ConfusionMatrix, SegMetrics};
 use tiles::SegDataset;
 
-use crate::device::{DeviceArg, on_device};
+use crate::device::{DeviceArg, KernelsArg, on_device};
 use crate::model_source::ModelSource;
 
 /// Arguments of `segfit eval`.
@@ -32,6 +32,10 @@ pub struct EvalArgs {
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
+    /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
+    /// kernels) or composed (burn's plain composition, for comparison).
+    #[arg(long, default_value = "auto")]
+    pub kernels: KernelsArg,
 }
 
 /// Runs `segfit eval`.
@@ -42,7 +46,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 }
 
 fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device) -> Result<()> {
-    let model = source.load::<B>(device)?;
+    let model = source.load::<B>(device)?.with_kernels(args.kernels.0);
     let dataset = match source.labels() {
         Some(labels) => SegDataset::open_with_labels(&args.data, &args.split, labels),
         None => SegDataset::open(&args.data, &args.split),

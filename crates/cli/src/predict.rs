@@ -10,7 +10,7 @@ use clap::Args;
 use segformer::Segformer;
 use tiles::{GeoRef, Mask, Raster, RasterData};
 
-use crate::device::{DeviceArg, on_device};
+use crate::device::{DeviceArg, KernelsArg, on_device};
 use crate::model_source::ModelSource;
 use crate::npy;
 use infer::{Windows, class_colour, classes_of, predict_windows, probabilities};
@@ -65,6 +65,10 @@ pub struct PredictArgs {
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
+    /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
+    /// kernels) or composed (burn's plain composition, for comparison).
+    #[arg(long, default_value = "auto")]
+    pub kernels: KernelsArg,
 }
 
 /// Runs `segfit predict`.
@@ -79,7 +83,7 @@ fn predict_on<B: Backend>(
     source: &ModelSource,
     device: &B::Device,
 ) -> Result<()> {
-    let model = source.load::<B>(device)?;
+    let model = source.load::<B>(device)?.with_kernels(args.kernels.0);
     let tile = args
         .tile
         .map(|t| [t, t])
