@@ -1,4 +1,5 @@
-//! `--device cpu|cuda[:N]`: which backend runs the model.
+//! `--device cpu|cuda[:N]`: which backend runs the model; `--kernels auto|recompute|composed`:
+//! which implementation of its layers.
 
 use std::str::FromStr;
 
@@ -48,6 +49,34 @@ impl std::fmt::Display for DeviceArg {
             DeviceArg::Cpu => write!(f, "cpu"),
             DeviceArg::Cuda(n) => write!(f, "cuda:{n}"),
         }
+    }
+}
+
+/// `--kernels`: the model's [`segformer::Kernels`], `auto` (the fastest the backend has),
+/// `recompute` (no fused CPU kernels) or `composed` (burn's plain composition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct KernelsArg(pub segformer::Kernels);
+
+impl FromStr for KernelsArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        use segformer::Kernels;
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(KernelsArg(Kernels::Auto)),
+            "recompute" => Ok(KernelsArg(Kernels::Recompute)),
+            "composed" => Ok(KernelsArg(Kernels::Composed)),
+            _ => Err(format!(
+                "`{s}` is not a kernel choice; use auto, recompute or composed"
+            )),
+        }
+    }
+}
+
+/// `auto`, `recompute` or `composed`, as [`FromStr`] reads it.
+impl std::fmt::Display for KernelsArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
     }
 }
 
@@ -107,5 +136,20 @@ mod tests {
         check("cuda:3", Some(DeviceArg::Cuda(3)));
         check("cuda:x", None);
         check("tpu", None);
+    }
+
+    #[test]
+    fn parses_kernel_choices() {
+        use segformer::Kernels;
+        for k in [Kernels::Auto, Kernels::Recompute, Kernels::Composed] {
+            let arg = KernelsArg(k);
+            assert_eq!(arg.to_string().parse::<KernelsArg>(), Ok(arg));
+        }
+        assert_eq!(" Composed".parse(), Ok(KernelsArg(Kernels::Composed)));
+        let e = "fused".parse::<KernelsArg>().unwrap_err();
+        assert_eq!(
+            e,
+            "`fused` is not a kernel choice; use auto, recompute or composed"
+        );
     }
 }

@@ -4,7 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use train::{MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes};
+use train::{
+    KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes,
+};
+
+use crate::device::KernelsArg;
 
 /// Arguments of `segfit plan`.
 #[derive(Args, Debug)]
@@ -30,11 +34,16 @@ pub struct PlanArgs {
     /// Input bands.
     #[arg(long, default_value_t = 3)]
     bands: usize,
-    /// Device the plan is for: `cpu` runs segformer's fused kernels, `cuda` burn's composed
-    /// ops. NOTE: both are calibrated on the CPU backend; CUDA figures are predictions that
-    /// have not been measured on a GPU yet.
+    /// Device the plan is for: with `--kernels auto`, `cpu` runs segformer's fused kernels,
+    /// `cuda` burn's ops with segformer's recomputing attention and loss. NOTE: all paths are
+    /// calibrated on the CPU backend; CUDA figures are predictions that have not been measured
+    /// on a GPU yet.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// The model's kernels: auto, recompute (no fused CPU kernels) or composed (burn's plain
+    /// composition); segformer resolves the choice for --device.
+    #[arg(long, default_value = "auto")]
+    kernels: KernelsArg,
     /// A memory budget (e.g. 8GiB): choose micro-batch, accumulation, precision and
     /// checkpointing so the predicted peak fits while keeping --effective-batch.
     #[arg(long)]
@@ -70,7 +79,7 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         .device
         .parse::<train::Device>()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let kernels = train::Kernels::for_device(device);
+    let kernels = device.kernel_path(a.kernels.0);
     if a.batch == 0 || a.num_labels == 0 || a.bands == 0 {
         bail!("--batch, --num-labels and --bands must be at least 1");
     }
@@ -119,14 +128,14 @@ pub fn run(a: &PlanArgs) -> Result<()> {
     } else {
         println!("{estimate}");
         match kernels {
-            train::Kernels::Fused => {}
-            train::Kernels::Recompute => println!(
+            KernelPath::Fused => {}
+            KernelPath::Recompute => println!(
                 "(burn's ops with segformer's recomputing attention and loss, as on CUDA: \
-                 calibrated on the CPU backend with SEGFORMER_FUSED=0; not yet measured on a GPU)"
+                 calibrated on the CPU backend with --kernels recompute; not yet measured on a GPU)"
             ),
-            train::Kernels::Composed => println!(
-                "(burn's plain composition, SEGFORMER_RECOMPUTE=0: calibrated on the CPU \
-                 backend with SEGFORMER_FUSED=0; not yet measured on a GPU)"
+            KernelPath::Composed => println!(
+                "(burn's plain composition: calibrated on the CPU backend with --kernels \
+                 composed; not yet measured on a GPU)"
             ),
         }
     }

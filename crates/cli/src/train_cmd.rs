@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use train::{RunOptions, RunSummary, TrainConfig};
 
-use crate::device::DeviceArg;
+use crate::device::{DeviceArg, KernelsArg};
 
 /// Arguments of `segfit train`.
 #[derive(Args, Debug)]
@@ -28,6 +28,10 @@ pub struct TrainArgs {
     /// Where to train: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
+    /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
+    /// kernels) or composed (burn's plain composition, for comparison).
+    #[arg(long, default_value = "auto")]
+    pub kernels: KernelsArg,
     /// Fit training into this much memory (e.g. 8GiB): micro-batch, accumulation steps and, if
     /// needed, bf16 and checkpointing are chosen from the memory planner (= memory.budget).
     #[arg(long)]
@@ -86,7 +90,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     }
     let mut cfg = TrainConfig::from_toml_str(&text, &sets)
         .with_context(|| format!("{}", config_path.display()))?;
-    if let Some(reason) = train::fit_memory(&mut cfg, args.device.train_device())
+    if let Some(reason) = train::fit_memory(&mut cfg, args.device.train_device(), args.kernels.0)
         .with_context(|| format!("{}", config_path.display()))?
     {
         eprintln!("memory plan: {reason}");
@@ -101,6 +105,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let opts = RunOptions {
         run_dir: run_dir.clone(),
         resume,
+        kernels: args.kernels.0,
     };
     eprintln!(
         "training {} into {} on {}",
