@@ -327,3 +327,75 @@ fn copies_when_hard_links_are_off() {
     std::fs::write(&source, b"changed").unwrap();
     assert_ne!(std::fs::read(&copied).unwrap(), b"changed");
 }
+
+/// Regression (issue #13): at the default ratio a hash split of a tiny folder could leave `val`
+/// empty; with two or more pairs each split now gets at least one.
+#[test]
+fn two_pairs_at_the_default_ratio_give_one_val_sample_for_every_seed() {
+    let d = tempfile::tempdir().unwrap();
+    flat(d.path(), 2);
+    for seed in 0..16 {
+        let mut o = opts(d.path());
+        o.seed = seed;
+        let a = audit(&o).unwrap();
+        assert_eq!(
+            (a.splits["train"].samples, a.splits["val"].samples),
+            (1, 1),
+            "seed {seed}"
+        );
+    }
+    // A high ratio still leaves train a sample.
+    let mut o = opts(d.path());
+    o.val_ratio = 0.99;
+    let a = audit(&o).unwrap();
+    assert_eq!((a.splits["train"].samples, a.splits["val"].samples), (1, 1));
+
+    // The same for list lines without a split.
+    let list = d.path().join("list.txt");
+    std::fs::write(
+        &list,
+        "images/img_000.png masks/img_000.png\nimages/img_001.png masks/img_001.png\n",
+    )
+    .unwrap();
+    let mut o = opts(d.path());
+    o.list = Some(list);
+    let a = audit(&o).unwrap();
+    assert_eq!((a.splits["train"].samples, a.splits["val"].samples), (1, 1));
+}
+
+#[test]
+fn adding_pairs_moves_no_existing_pair_once_both_splits_are_filled() {
+    let d = tempfile::tempdir().unwrap();
+    flat(d.path(), 20);
+    let split_of = |root: &Path| {
+        let r = prepare_folder(&opts(root)).unwrap();
+        let ids = |s: &str| -> Vec<String> {
+            std::fs::read_dir(r.out.join("images").join(s))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        (ids("train"), ids("val"))
+    };
+    let (train, val) = split_of(d.path());
+    assert!(!val.is_empty() && !train.is_empty());
+    let e = tempfile::tempdir().unwrap();
+    flat(e.path(), 21);
+    let (train2, val2) = split_of(e.path());
+    assert!(train.iter().all(|f| train2.contains(f)));
+    assert!(val.iter().all(|f| val2.contains(f)));
+}
+
+#[test]
+fn a_single_pair_cannot_be_split_and_the_error_says_what_to_do() {
+    let d = tempfile::tempdir().unwrap();
+    flat(d.path(), 1);
+    let err = prepare_folder(&opts(d.path())).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, TilesError::TooLittleData { .. }), "{msg}");
+    assert!(
+        msg.contains("img_000.png") && msg.contains("add pairs") && msg.contains("--scenes"),
+        "{msg}"
+    );
+    assert!(!d.path().join("out/images").exists());
+}
