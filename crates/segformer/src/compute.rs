@@ -180,29 +180,27 @@ pub(crate) enum Route {
 impl Route {
     /// The route of backend `B`, if it is one of the listed types.
     pub(crate) fn of<B: Backend>() -> Option<Route> {
-        let id = TypeId::of::<B>();
-        let routes = [
-            (TypeId::of::<Flex>(), Route::Flex),
-            (
-                TypeId::of::<Autodiff<Flex, NoCheckpointing>>(),
-                Route::FlexAutodiff,
-            ),
-            (
-                TypeId::of::<Autodiff<Flex, BalancedCheckpointing>>(),
-                Route::FlexAutodiffBalanced,
-            ),
-            #[cfg(feature = "cuda")]
-            (
-                TypeId::of::<Autodiff<burn::backend::Cuda, NoCheckpointing>>(),
-                Route::CudaAutodiff,
-            ),
-            #[cfg(feature = "cuda")]
-            (
-                TypeId::of::<Autodiff<burn::backend::Cuda, BalancedCheckpointing>>(),
-                Route::CudaAutodiffBalanced,
-            ),
-        ];
-        routes.into_iter().find(|(t, _)| *t == id).map(|(_, r)| r)
+        let is = |id: TypeId| TypeId::of::<B>() == id;
+        if is(TypeId::of::<Flex>()) {
+            return Some(Route::Flex);
+        }
+        if is(TypeId::of::<Autodiff<Flex, NoCheckpointing>>()) {
+            return Some(Route::FlexAutodiff);
+        }
+        if is(TypeId::of::<Autodiff<Flex, BalancedCheckpointing>>()) {
+            return Some(Route::FlexAutodiffBalanced);
+        }
+        #[cfg(feature = "cuda")]
+        {
+            use burn::backend::Cuda;
+            if is(TypeId::of::<Autodiff<Cuda, NoCheckpointing>>()) {
+                return Some(Route::CudaAutodiff);
+            }
+            if is(TypeId::of::<Autodiff<Cuda, BalancedCheckpointing>>()) {
+                return Some(Route::CudaAutodiffBalanced);
+            }
+        }
+        None
     }
 }
 
