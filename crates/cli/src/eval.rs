@@ -114,16 +114,15 @@ fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device
             "metrics": metrics,
             "confusion": confusion.rows(),
         });
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?)
     } else {
-        print!("{}", table(&names, &metrics, &confusion));
-        println!(
-            "loss {loss:.4} over {} samples of `{}`",
+        outln!(
+            "{}loss {loss:.4} over {} samples of `{}`",
+            table(&names, &metrics, &confusion),
             dataset.len(),
             args.split
-        );
+        )
     }
-    Ok(())
 }
 
 /// Per-class metrics and the confusion matrix as aligned text tables.

@@ -3,6 +3,14 @@
 //! `main` only parses the command line and dispatches to one module per subcommand; every
 //! failure ends as one `error: …` line on stderr and exit status 1.
 
+/// `println!` for a command's results: writes to the locked stdout and returns `Result`, a
+/// closed pipe (`segfit eval | head`) counting as success instead of a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod device;
 mod eval;
 mod export;
@@ -13,6 +21,7 @@ mod predict;
 mod prepare;
 mod train_cmd;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -75,4 +84,14 @@ fn one_line(e: &anyhow::Error) -> String {
         }
     }
     line.replace('\n', " ")
+}
+
+/// Writes `text` to stdout and flushes it. A reader that went away (`| head`) is not an error:
+/// the output was wanted only up to there.
+fn write_stdout(text: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(text).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
 }

@@ -108,9 +108,9 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         let choice = fit_budget(bytes, a.effective_batch.unwrap_or(a.batch), &template)
             .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&choice)?);
+            outln!("{}", serde_json::to_string_pretty(&choice)?)?;
         } else {
-            println!("{}\n\n{}", choice.reason(), choice.estimate);
+            outln!("{}\n\n{}", choice.reason(), choice.estimate)?;
         }
         return Ok(());
     }
@@ -124,19 +124,19 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         kernels,
     });
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&estimate)?);
+        outln!("{}", serde_json::to_string_pretty(&estimate)?)?;
     } else {
-        println!("{estimate}");
+        outln!("{estimate}")?;
         match kernels {
             KernelPath::Fused => {}
-            KernelPath::Recompute => println!(
+            KernelPath::Recompute => outln!(
                 "(burn's ops with segformer's recomputing attention and loss, as on CUDA: \
                  calibrated on the CPU backend with --kernels recompute; not yet measured on a GPU)"
-            ),
-            KernelPath::Composed => println!(
+            )?,
+            KernelPath::Composed => outln!(
                 "(burn's plain composition: calibrated on the CPU backend with --kernels \
                  composed; not yet measured on a GPU)"
-            ),
+            )?,
         }
     }
     Ok(())

@@ -140,8 +140,7 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
         opts.skip_unpaired = args.skip_unpaired;
         opts.hard_link = !args.copy;
         if args.audit_only {
-            print!("{}", tiles::audit(&opts)?);
-            return Ok(());
+            return crate::write_stdout(format_args!("{}", tiles::audit(&opts)?));
         }
         tiles::prepare_folder(&opts)?
     } else {
@@ -149,8 +148,7 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
             "nothing to prepare: give --images DIR --masks DIR, --scenes FILE… --masks FILE…, or --synthetic"
         );
     };
-    println!("{report}");
-    Ok(())
+    outln!("{report}")
 }
 
 /// The label map of `--class`/`--ignore`/`--reduce-labels`.

@@ -2,7 +2,7 @@
 //! the error messages users see.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use tiles::{GeoRef, Raster, RasterData};
 
@@ -46,6 +46,26 @@ fn fails(args: &[&str]) -> String {
         "one line expected:\n{stderr}"
     );
     stderr
+}
+
+/// Runs segfit with stdout a pipe whose reading end is already closed (what `segfit … | head`
+/// leaves once head has read its lines); asserts a quiet success.
+fn into_closed_pipe(args: &[&str]) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_segfit"))
+        .args(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("segfit runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "segfit {args:?} into a closed pipe; stderr:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 fn config(name: &str) -> String {
@@ -252,6 +272,9 @@ fn prepare_train_eval_predict_export() {
         table.contains("rice_paddy") && table.contains("confusion"),
         "{table}"
     );
+    // Regression (issue #13): `segfit eval | head` panicked on the broken pipe.
+    into_closed_pipe(&["eval", "--model", s(&run), "--data", s(&data)]);
+    into_closed_pipe(&["eval", "--model", s(&run), "--data", s(&data), "--json"]);
 
     // predict: a constant GeoTIFF larger than the 64-pixel window.
     let scene = t.join("scene.tif");
@@ -704,4 +727,70 @@ fn plan_predicts_and_fits_a_budget() {
     );
     let e = fails(&["plan", "--memory-budget", "eight"]);
     assert!(e.contains("eight"), "{e}");
+    into_closed_pipe(&["plan", "--size", "256"]);
+    into_closed_pipe(&["plan", "--json", "--size", "256"]);
+}
+
+/// Regression (issue #13): a 603 × 627 Landsat clip at `--tile-size 128 --overlap 16` failed
+/// with "split `val` is empty" at the default ratio.
+#[test]
+fn prepare_scenes_gives_val_tiles_and_checks_the_labels_line_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (w, h) = (603, 627);
+    let geo = |x0: f64| GeoRef {
+        transform: [x0, 30.0, 0.0, 4_650_000.0, 0.0, -30.0],
+        geo_key_directory: Some(vec![1, 1, 0, 1, 3072, 0, 1, 32633]),
+        geo_double_params: None,
+        geo_ascii_params: None,
+        nodata: None,
+    };
+    let scene = t.join("scene.tif");
+    let pixels: Vec<u16> = (0..w * h * 3).map(|i| (i * 37 % 4000) as u16).collect();
+    let image = Raster::new(w, h, 3, RasterData::U16(pixels)).unwrap();
+    tiles::write_geotiff(&scene, &image, Some(&geo(355_000.0))).unwrap();
+    let labels: Vec<u8> = (0..w * h).map(|i| (i % w / 60 % 2) as u8).collect();
+    let labels = Raster::new(w, h, 1, RasterData::U8(labels)).unwrap();
+    let mask = t.join("labels.tif");
+    tiles::write_geotiff(&mask, &labels, Some(&geo(355_000.0))).unwrap();
+    let args = |mask: &Path, out: &Path| {
+        [
+            "prepare",
+            "--scenes",
+            s(&scene),
+            "--masks",
+            s(mask),
+            "--tile-size",
+            "128",
+            "--overlap",
+            "16",
+            "--class",
+            "other=0",
+            "--class",
+            "crop=1",
+            "--out",
+            s(out),
+        ]
+        .map(str::to_string)
+    };
+    let run = |a: &[String]| ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(&args(&mask, &t.join("data")));
+    assert!(out.contains("train tiles dropped"), "{out}");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.join("data/dataset.json")).unwrap()).unwrap();
+    let n_val = std::fs::read_dir(t.join("data/images/val"))
+        .unwrap()
+        .count();
+    assert_eq!(meta["splits"]["val"], n_val);
+    assert!(n_val > 0, "{meta}");
+
+    // Labels shifted two pixels west: one line naming both files and the offset.
+    let shifted = t.join("shifted.tif");
+    tiles::write_geotiff(&shifted, &labels, Some(&geo(355_000.0 - 60.0))).unwrap();
+    let a = args(&shifted, &t.join("data2"));
+    let e = fails(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        e.contains("scene.tif") && e.contains("shifted.tif") && e.contains("+2.00"),
+        "{e}"
+    );
 }
