@@ -52,7 +52,8 @@ pub struct PrepareArgs {
     /// Seed of the synthetic generator and of the train/val split hash.
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub seed: u64,
-    /// Fraction of the samples that go to `val` (flat folders, scenes, synthetic).
+    /// Fraction of the samples that go to `val` (flat folders, synthetic); for --scenes, of the
+    /// 2×2-tile blocks, train tiles sharing pixels with val being dropped.
     #[arg(long, value_name = "F", default_value_t = 0.2)]
     pub val_ratio: f64,
     /// A class and the mask values that mean it, in class order; repeat per class, e.g.
