@@ -98,15 +98,29 @@ pub(crate) fn attention<B: Backend>(
     heads: usize,
     dtype: Option<FloatDType>,
 ) -> Tensor<B, 3> {
+    let scores = scaled_scores(query, key, heads, dtype);
+    // [B, heads, N, M] x [B, heads, M, d] -> [B, heads, N, d] -> [B, N, C]
+    merge_heads(matmul(softmax(scores, 3), split_heads(value, heads), dtype))
+}
+
+/// `Q·Kᵀ/√d` per head, the matmul in `dtype` where set.
+///
+/// # Shapes
+/// - query: `[batch, N, C]`, key: `[batch, M, C]`
+/// - output: `[batch, heads, N, M]`
+fn scaled_scores<B: Backend>(
+    query: Tensor<B, 3>,
+    key: Tensor<B, 3>,
+    heads: usize,
+    dtype: Option<FloatDType>,
+) -> Tensor<B, 4> {
     let d = query.dims()[2] / heads;
     // [B, heads, N, d] x [B, heads, d, M] -> [B, heads, N, M]
-    let scores = matmul(
+    matmul(
         split_heads(query, heads),
         split_heads(key, heads).swap_dims(2, 3),
         dtype,
-    ) / (d as f64).sqrt();
-    // [B, heads, N, M] x [B, heads, M, d] -> [B, heads, N, d] -> [B, N, C]
-    merge_heads(matmul(softmax(scores, 3), split_heads(value, heads), dtype))
+    ) / (d as f64).sqrt()
 }
 
 /// Multi-head attention with dropout on the probabilities (training with
@@ -123,13 +137,7 @@ pub(crate) fn attention_with_dropout<B: Backend>(
     dropout: &Dropout,
     dtype: Option<FloatDType>,
 ) -> Tensor<B, 3> {
-    let d = query.dims()[2] / heads;
-    // [B, heads, N, d] x [B, heads, d, M] -> [B, heads, N, M]
-    let scores = matmul(
-        split_heads(query, heads),
-        split_heads(key, heads).swap_dims(2, 3),
-        dtype,
-    ) / (d as f64).sqrt();
+    let scores = scaled_scores(query, key, heads, dtype);
     let probs = dropout.forward(softmax(scores, 3));
     // [B, heads, N, M] x [B, heads, M, d] -> [B, N, C]
     merge_heads(probs.matmul(split_heads(value, heads)))
