@@ -32,20 +32,27 @@ mod scaler;
 mod schedule;
 mod trainer;
 
+// Configuring and running: one call trains a run directory.
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
-pub use data::{Loader, LoaderOptions, SampleSource};
-#[cfg(feature = "cuda")]
-pub use device::cuda_memory;
 pub use device::{Device, fit_memory, run};
 pub use error::TrainError;
 pub use infer::EvalResult;
+pub use schedule::{ScheduleConfig, ScheduleKind};
+pub use trainer::{RunOptions, RunSummary, can_resume, train};
+
+// The model and its data, for callers that build their own loop.
+pub use data::{Loader, LoaderOptions, SampleSource};
 pub use model::{build_model, model_config, preset};
+pub use run_data::normalize_with_dataset_stats;
+
+// The numerics, each tested against PyTorch.
 pub use optim::{AdamW, AdamWConfig, StepStats};
+pub use scaler::GradScaler;
+
+// Memory: the planner and what it predicts.
+#[cfg(feature = "cuda")]
+pub use device::cuda_memory;
 pub use plan::{
     FitChoice, KernelPath, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory,
     fit_budget, parse_bytes,
 };
-pub use scaler::GradScaler;
-pub use schedule::{ScheduleConfig, ScheduleKind};
-pub use run_data::normalize_with_dataset_stats;
-pub use trainer::{RunOptions, RunSummary, can_resume, train};
