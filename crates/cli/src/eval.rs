@@ -73,12 +73,9 @@ fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device
         names.len(),
         names.join(", ")
     );
-    // Preprocess like training did: resized to the run's data.size when known.
-    let size = source
-        .run_config
-        .as_ref()
-        .map(|c| (c.data.size[0], c.data.size[1]));
-    let processor = source.processor(size)?;
+    // Preprocess like training did: resized to the run's data.size (or the HF preprocessor's
+    // size) when known.
+    let processor = source.processor(source.input_size())?;
     // Batches of preprocessed samples, read as the loop asks for them.
     let indices: Vec<usize> = (0..dataset.len()).collect();
     let batches = indices

@@ -6,7 +6,9 @@ use anyhow::{Context, Result};
 use burn::backend::Flex;
 use clap::Args;
 
-use crate::model_source::ModelSource;
+use tiles::SampleKind;
+
+use crate::model_source::{HF_PREPROCESSOR_CONFIG, ModelSource, hf_preprocessor_config};
 
 /// Arguments of `segfit export`.
 #[derive(Args, Debug)]
@@ -22,28 +24,33 @@ pub struct ExportArgs {
 /// Runs `segfit export`.
 pub fn run(args: &ExportArgs) -> Result<()> {
     let source = ModelSource::resolve(&args.model)?;
+    // HF SegformerImageProcessor settings, so `AutoImageProcessor.from_pretrained` preprocesses
+    // like training did: HF rescales every image by one fixed factor, so the factor is the
+    // training images' (1/255 for u8, 1/65535 for u16, 1 for f32).
+    let pre = source.preprocessing()?;
+    let kind = match pre.sample_kind {
+        Some(k) => k,
+        None => {
+            if pre.processor.do_rescale
+                && pre.processor.rescale_factor.is_none()
+                && source.run_config.is_some()
+            {
+                eprintln!(
+                    "note: the run has no {} and its dataset is gone, so its sample type is unknown; \
+                     assuming u8 images (rescale_factor 1/255)",
+                    train::RunPreprocessing::FILE
+                );
+            }
+            SampleKind::U8
+        }
+    };
+    let json = hf_preprocessor_config(&pre.processor, kind);
     // Loading and saving (rather than copying) checks the weights and turns a
     // pytorch_model.bin into safetensors.
     let model = source.load::<Flex>(&Default::default())?;
     segformer::save_hf_dir(&model, &args.output)
         .with_context(|| format!("writing {}", args.output.display()))?;
-    let size = source.window(512);
-    let processor = source.processor(None)?;
-    // HF SegformerImageProcessor settings, so `AutoImageProcessor.from_pretrained` preprocesses
-    // like training did.
-    let json = serde_json::json!({
-        "image_processor_type": "SegformerImageProcessor",
-        "do_resize": true,
-        "size": { "height": size[0], "width": size[1] },
-        "resample": 2,
-        "do_rescale": true,
-        "rescale_factor": 1.0 / 255.0,
-        "do_normalize": true,
-        "image_mean": processor.image_mean,
-        "image_std": processor.image_std,
-        "do_reduce_labels": false,
-    });
-    let path = args.output.join("preprocessor_config.json");
+    let path = args.output.join(HF_PREPROCESSOR_CONFIG);
     fsio::write_atomic(&path, serde_json::to_string_pretty(&json)?.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
     println!(

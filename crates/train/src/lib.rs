@@ -43,7 +43,7 @@ pub use trainer::{RunOptions, RunSummary, can_resume, train};
 // The model and its data, for callers that build their own loop.
 pub use data::{Loader, LoaderOptions, SampleSource};
 pub use model::{build_model, model_config, preset};
-pub use run_data::normalize_with_dataset_stats;
+pub use run_data::{RunPreprocessing, normalize_with_dataset_stats};
 
 // The numerics, each tested against PyTorch.
 pub use optim::{AdamW, AdamWConfig, StepStats};

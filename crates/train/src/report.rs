@@ -19,6 +19,7 @@ use crate::data::SampleSource;
 use crate::error::TrainError;
 use crate::io::write_atomic;
 use crate::plot::{Canvas, line_chart};
+use crate::run_data::RunPreprocessing;
 
 /// One logged optimizer step.
 #[derive(Clone, Debug, Serialize)]
@@ -67,17 +68,20 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// Opens the run directory's logs; on resume, drops log records past `resume_step` (the
-    /// killed run may have logged steps the checkpoint does not hold).
+    /// Writes the run's `config.toml` and `preprocessing.json` and opens its logs; on resume,
+    /// drops log records past `resume_step` (the killed run may have logged steps the
+    /// checkpoint does not hold).
     pub fn new(
         dir: &Path,
         cfg: &TrainConfig,
         class_names: &[String],
+        preprocessing: &RunPreprocessing,
         resume: bool,
         resume_step: u64,
     ) -> Result<Self, TrainError> {
         write_atomic(&dir.join("config.toml"), cfg.to_toml_string().as_bytes())
             .map_err(|e| TrainError::io(dir, e))?;
+        preprocessing.save(dir)?;
         let path = dir.join("metrics.jsonl");
         let mut epochs = Vec::new();
         let mut steps = Vec::new();

@@ -1,10 +1,12 @@
 //! A run's data, resolved from its config: the train and validation splits with their
 //! augmentation and preprocessing, the class names and the band count.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use augment::{Pipeline, PipelineConfig, SegformerProcessor};
-use tiles::SegDataset;
+use serde::{Deserialize, Serialize};
+use tiles::{SampleKind, SegDataset};
 
 use crate::config::TrainConfig;
 use crate::data::SampleSource;
@@ -17,6 +19,76 @@ pub(crate) struct RunData {
     pub class_names: Vec<String>,
     pub bands: usize,
     pub audit: Option<tiles::AuditReport>,
+    /// What the run writes to `preprocessing.json`.
+    pub preprocessing: RunPreprocessing,
+}
+
+/// The preprocessing a run trained with, kept in the run as `preprocessing.json` (written when
+/// training starts) so that the run predicts, evaluates and exports without its dataset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunPreprocessing {
+    /// Format version (1).
+    pub version: u32,
+    /// The training images' sample type: what a `processor.rescale_factor` of `None` divides
+    /// by (255 for u8, 65535 for u16, 1 for f32).
+    pub sample_kind: SampleKind,
+    /// The training images' band count.
+    pub bands: usize,
+    /// The processor every training and validation sample went through (after augmentation):
+    /// `image_mean`/`image_std` are in rescaled units.
+    pub processor: SegformerProcessor,
+}
+
+impl RunPreprocessing {
+    /// The file name inside a run directory.
+    pub const FILE: &str = "preprocessing.json";
+
+    /// The factor samples were multiplied by: the processor's `rescale_factor`, else
+    /// `1 / max` of the training sample type; 1 without `do_rescale`.
+    pub fn rescale_factor(&self) -> f32 {
+        match (self.processor.do_rescale, self.processor.rescale_factor) {
+            (false, _) => 1.0,
+            (true, Some(f)) => f,
+            (true, None) => 1.0 / self.sample_kind.max_value(),
+        }
+    }
+
+    /// Reads `<run_dir>/preprocessing.json`; `None` when the run has none (runs made before it
+    /// existed).
+    ///
+    /// # Errors
+    /// [`TrainError::Io`] naming the file when it cannot be read or is not such a file.
+    pub fn load(run_dir: &Path) -> Result<Option<Self>, TrainError> {
+        let path = run_dir.join(Self::FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| TrainError::io(&path, e))?;
+        let p: Self = serde_json::from_str(&text).map_err(|e| {
+            let msg = format!("not a segfit preprocessing file ({e}); delete it to fall back to the dataset's dataset.json");
+            TrainError::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, msg))
+        })?;
+        if p.version != 1 {
+            let msg = format!(
+                "version {} is not 1; this segfit reads version 1",
+                p.version
+            );
+            return Err(TrainError::io(
+                &path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, msg),
+            ));
+        }
+        Ok(Some(p))
+    }
+
+    /// Writes `<run_dir>/preprocessing.json` atomically.
+    pub(crate) fn save(&self, run_dir: &Path) -> Result<(), TrainError> {
+        let path = run_dir.join(Self::FILE);
+        let json = serde_json::to_string_pretty(self)
+            .map_err(|e| TrainError::io(&path, std::io::Error::other(e)))?;
+        crate::io::write_atomic(&path, json.as_bytes()).map_err(|e| TrainError::io(&path, e))
+    }
 }
 
 pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
@@ -63,6 +135,12 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
     }
     let pipeline = Pipeline::new(&cfg.augment)?;
     let seed = cfg.train.seed;
+    let preprocessing = RunPreprocessing {
+        version: 1,
+        sample_kind: first.image.kind(),
+        bands,
+        processor: processor.clone(),
+    };
     Ok(RunData {
         train: Arc::new(SampleSource {
             dataset: train,
@@ -79,6 +157,7 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
         class_names,
         bands,
         audit,
+        preprocessing,
     })
 }
 

@@ -194,6 +194,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             &opts.run_dir,
             cfg,
             &data.class_names,
+            &data.preprocessing,
             opts.resume,
             state.step,
         )?;
