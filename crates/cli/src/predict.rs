@@ -53,6 +53,11 @@ pub struct PredictArgs {
     /// Also write `<name>_overlay.png`: the image with the classes painted over it.
     #[arg(long)]
     pub overlay: bool,
+    /// Input nodata value, overriding the images' GDAL_NODATA tags (e.g. 0, -9999, nan): pixels
+    /// equal to it in every band get 255 in the class map (declared as its GDAL_NODATA) and NaN
+    /// probabilities [default: each image's GDAL_NODATA, else none].
+    #[arg(long, value_name = "V")]
+    pub nodata: Option<f64>,
     /// Write the blended full-resolution logits as float32 `[N, classes, H, W]` .npy (one
     /// input image, or with --pixel-values).
     #[arg(long, value_name = "FILE.npy")]
@@ -111,9 +116,21 @@ fn predict_on<B: Backend>(
         );
     }
     let processor = source.processor(None)?;
+    if let Some(nd) = args.nodata {
+        check_nodata_room(model.num_labels(), || format!("--nodata {nd}"))?;
+    }
     for (i, file) in files.iter().enumerate() {
         let (image, geo) =
             tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
+        let nodata = args.nodata.or(geo.as_ref().and_then(|g| g.nodata));
+        if let Some(nd) = nodata {
+            check_nodata_room(model.num_labels(), || {
+                format!(
+                    "{} declares GDAL_NODATA {nd}; remove the tag or",
+                    file.display()
+                )
+            })?;
+        }
         let bands = model.config().num_channels;
         ensure!(
             image.bands == bands,
@@ -137,6 +154,7 @@ fn predict_on<B: Backend>(
             file,
             &image,
             geo.as_ref(),
+            nodata,
             &logits,
             model.num_labels(),
         )?;
@@ -229,18 +247,51 @@ fn predict_tensor<B: Backend>(
     Ok(())
 }
 
-/// Writes the mask (and the optional rasters) of `file`; returns the mask's path.
+/// The class-map value of nodata input pixels: never a class index, since a model has at most
+/// 255 classes when nodata is in play (see [`check_nodata_room`]).
+const NODATA_CLASS: u8 = 255;
+
+/// Fails when a `k`-class model uses [`NODATA_CLASS`] as a class index; `what` names where the
+/// nodata value came from and ends where the fix can follow.
+fn check_nodata_room(k: usize, what: impl FnOnce() -> String) -> Result<()> {
+    ensure!(
+        k <= NODATA_CLASS as usize,
+        "{}: nodata pixels are marked {NODATA_CLASS} in the class map, but this model has {k} \
+         classes and {NODATA_CLASS} is one of them; predict without nodata or with a model of at \
+         most {NODATA_CLASS} classes",
+        what()
+    );
+    Ok(())
+}
+
+/// Writes the mask (and the optional rasters) of `file`; returns the mask's path. Pixels that are
+/// `nodata` in every band get [`NODATA_CLASS`] and NaN probabilities, both declared in the
+/// GeoTIFFs' `GDAL_NODATA` (the input's own nodata is never copied: it may be a class).
 fn write_outputs(
     args: &PredictArgs,
     file: &Path,
     image: &Raster,
     geo: Option<&GeoRef>,
+    nodata: Option<f64>,
     logits: &[f32],
     k: usize,
 ) -> Result<PathBuf> {
     let (h, w) = (image.height, image.width);
     let stem = stem_of(file);
-    let classes = classes_of(logits, k, h * w);
+    let holes = nodata.map(|nd| tiles::nodata_pixels(image, nd));
+    let is_hole = |i: usize| holes.as_ref().is_some_and(|h| h[i]);
+    let mut classes = classes_of(logits, k, h * w);
+    for (i, c) in classes.iter_mut().enumerate() {
+        if is_hole(i) {
+            *c = NODATA_CLASS;
+        }
+    }
+    let with_nodata = |value: f64| {
+        geo.map(|g| GeoRef {
+            nodata: nodata.map(|_| value),
+            ..g.clone()
+        })
+    };
     let tiff = is_tiff(file);
     let out = args
         .output
@@ -248,7 +299,7 @@ fn write_outputs(
     if tiff {
         let raster = Raster::new(w, h, 1, RasterData::U8(classes.clone()))
             .expect("mask sized from the image");
-        tiles::write_geotiff(&out, &raster, geo)
+        tiles::write_geotiff(&out, &raster, with_nodata(NODATA_CLASS as f64).as_ref())
     } else {
         tiles::write_mask_png(
             &out,
@@ -261,25 +312,33 @@ fn write_outputs(
         // [k, H, W] -> [H, W, k]
         let hwc: Vec<f32> = (0..h * w)
             .flat_map(|i| (0..k).map(move |c| (c, i)))
-            .map(|(c, i)| chw[c * h * w + i])
+            .map(|(c, i)| {
+                if is_hole(i) {
+                    f32::NAN
+                } else {
+                    chw[c * h * w + i]
+                }
+            })
             .collect();
         let raster =
             Raster::new(w, h, k, RasterData::F32(hwc)).expect("probabilities sized from the image");
         let path = args.output.join(format!("{stem}_prob.tif"));
-        tiles::write_geotiff(&path, &raster, geo)
+        tiles::write_geotiff(&path, &raster, with_nodata(f64::NAN).as_ref())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.overlay {
         let path = args.output.join(format!("{stem}_overlay.png"));
-        tiles::write_png(&path, &overlay(image, &classes))
+        tiles::write_png(&path, &overlay(image, &classes, holes.as_deref()))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(out)
 }
 
-/// The image (first three bands, contrast-stretched unless 8-bit) with class colours at 50%
-/// (class 0, the background, left unpainted).
-fn overlay(image: &Raster, classes: &[u8]) -> Raster {
+/// The image (first three bands, contrast-stretched unless 8-bit, over its valid pixels) with
+/// class colours at 50% (class 0, the background, left unpainted); nodata pixels (`holes`) are
+/// black.
+fn overlay(image: &Raster, classes: &[u8], holes: Option<&[bool]>) -> Raster {
+    let is_hole = |i: usize| holes.is_some_and(|h| h[i]);
     let (h, w, b) = (image.height, image.width, image.bands);
     let bands: Vec<usize> = (0..3).map(|i| i.min(b - 1)).collect();
     let values = image.to_f32();
@@ -293,8 +352,9 @@ fn overlay(image: &Raster, classes: &[u8]) -> Raster {
                 .iter()
                 .skip(band)
                 .step_by(b)
-                .copied()
-                .filter(|v| v.is_finite());
+                .enumerate()
+                .filter(|&(i, v)| v.is_finite() && !is_hole(i))
+                .map(|(_, &v)| v);
             let (lo, hi) = it.fold((f32::INFINITY, f32::NEG_INFINITY), |(l, u), v| {
                 (l.min(v), u.max(v))
             });
@@ -303,6 +363,10 @@ fn overlay(image: &Raster, classes: &[u8]) -> Raster {
         .collect();
     let mut rgb = Vec::with_capacity(h * w * 3);
     for (i, &class) in classes.iter().enumerate() {
+        if is_hole(i) {
+            rgb.extend_from_slice(&class_colour(NODATA_CLASS));
+            continue;
+        }
         let colour = class_colour(class);
         for (j, &band) in bands.iter().enumerate() {
             let (lo, hi) = range[j];

@@ -66,6 +66,11 @@ pub struct PrepareArgs {
     /// HF's do_reduce_labels: stored 0 is ignored and value v becomes class v - 1.
     #[arg(long)]
     pub reduce_labels: bool,
+    /// Image nodata value, overriding the files' GDAL_NODATA tags (e.g. 0, -9999, nan): pixels
+    /// equal to it in every band are ignored in the masks and left out of the band statistics
+    /// [default: each image's GDAL_NODATA, else none].
+    #[arg(long, value_name = "V")]
+    pub nodata: Option<f64>,
     /// Mask file name = image stem + this suffix + "." + --mask-ext (e.g. `_mask`).
     #[arg(long, value_name = "S", default_value = "")]
     pub mask_suffix: String,
@@ -94,6 +99,10 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
             !args.audit_only,
             "--audit-only audits files on disk; it does not apply to --synthetic"
         );
+        ensure!(
+            args.nodata.is_none(),
+            "--nodata applies to --images/--scenes; synthetic images have no nodata pixels"
+        );
         let opts = SyntheticOptions {
             count: args.count,
             size: args.size,
@@ -120,6 +129,7 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
         opts.max_empty_fraction = args.max_empty_fraction;
         opts.val_ratio = args.val_ratio;
         opts.seed = args.seed;
+        opts.nodata = args.nodata;
         tiles::prepare_scenes(&opts)?
     } else if args.images.is_some() || args.list.is_some() {
         let masks = match &args.masks[..] {
@@ -140,6 +150,7 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
         opts.seed = args.seed;
         opts.skip_unpaired = args.skip_unpaired;
         opts.hard_link = !args.copy;
+        opts.nodata = args.nodata;
         if args.audit_only {
             return crate::write_stdout(format_args!("{}", tiles::audit(&opts)?));
         }

@@ -10,7 +10,7 @@ use crate::error::TilesError;
 use crate::io::{read_image, read_mask};
 use crate::labels::LabelMap;
 use crate::pairs::{Pair, SPLITS};
-use crate::stats::{BandStats, StatsAccumulator};
+use crate::stats::{BandStats, StatsAccumulator, nodata_pixels};
 
 /// What one split holds.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -19,8 +19,10 @@ pub struct SplitAudit {
     pub samples: usize,
     /// Pixels per class, in class order.
     pub class_pixels: Vec<u64>,
-    /// Pixels mapped to ignore.
+    /// Pixels mapped to ignore, nodata pixels included.
     pub ignored_pixels: u64,
+    /// Pixels whose image is nodata in every band (ignored whatever their mask holds).
+    pub nodata_pixels: u64,
     /// All mask pixels.
     pub total_pixels: u64,
 }
@@ -75,12 +77,16 @@ impl fmt::Display for AuditReport {
             .collect();
         writeln!(f, "stored mask values: {}", raw.join(", "))?;
         for (name, s) in &self.splits {
-            writeln!(
+            write!(
                 f,
                 "{name}: {} samples, {:.2}% ignored",
                 s.samples,
                 100.0 * s.ignored_fraction()
             )?;
+            if s.nodata_pixels > 0 {
+                write!(f, " ({} nodata pixels)", s.nodata_pixels)?;
+            }
+            writeln!(f)?;
             let counted = (s.total_pixels - s.ignored_pixels).max(1) as f64;
             for (c, n) in self.classes.iter().zip(&s.class_pixels) {
                 writeln!(
@@ -108,13 +114,21 @@ impl fmt::Display for AuditReport {
     }
 }
 
+/// An audit and the pairs whose image has nodata pixels (indices into the audited pairs).
+pub(crate) type Audited = (AuditReport, Vec<usize>);
+
 /// Decodes every pair, checks sizes, band counts and mask values, and summarises.
+///
+/// A pixel is nodata when every band of its image equals `nodata`, else the image's own
+/// `GDAL_NODATA`: it counts as ignored, its mask value need not be mapped, and it stays out of
+/// the band statistics.
 pub(crate) fn audit_pairs(
     pairs: &[Pair],
     labels: &LabelMap,
+    nodata: Option<f64>,
     skipped: Vec<PathBuf>,
     location: &Path,
-) -> Result<AuditReport, TilesError> {
+) -> Result<Audited, TilesError> {
     labels.validate()?;
     let lut = labels.lookup_table();
     let nc = labels.num_classes();
@@ -132,7 +146,8 @@ pub(crate) fn audit_pairs(
     let mut values = ValueTally::new();
     let mut first: Option<(&Path, usize, SampleKind)> = None;
     let mut stats: Option<StatsAccumulator> = None;
-    for pair in pairs {
+    let mut with_nodata = Vec::new();
+    for (index, pair) in pairs.iter().enumerate() {
         let (image, geo) = read_image(&pair.image)?;
         match first {
             None => {
@@ -157,11 +172,18 @@ pub(crate) fn audit_pairs(
         let split = splits
             .get_mut(pair.split)
             .expect("pairs carry known split names");
-        values.add(split, &mask, &lut, &pair.mask);
+        let nodata = nodata.or(geo.and_then(|g| g.nodata));
+        let holes = nodata
+            .map(|nd| nodata_pixels(&image, nd))
+            .filter(|h| h.contains(&true));
+        if holes.is_some() {
+            with_nodata.push(index);
+        }
+        values.add(split, &mask, holes.as_deref(), &lut, &pair.mask);
         if pair.split == "train"
             && let Some(acc) = stats.as_mut()
         {
-            acc.add(&image, geo.and_then(|g| g.nodata));
+            acc.add(&image, nodata);
         }
     }
     values.check_mapped(labels)?;
@@ -175,7 +197,7 @@ pub(crate) fn audit_pairs(
         }
     }
     let (_, bands, kind) = first.expect("non-empty splits imply a first image");
-    Ok(AuditReport {
+    let report = AuditReport {
         pairs: pairs.len(),
         splits,
         skipped,
@@ -188,7 +210,8 @@ pub(crate) fn audit_pairs(
             .map(|v| (v as u8, values.raw[v]))
             .collect(),
         band_stats: stats.map(|s| s.finish()).unwrap_or_default(),
-    })
+    };
+    Ok((report, with_nodata))
 }
 
 /// Counts of every raw mask value, and the first mask where each unmapped value was seen.
@@ -205,18 +228,25 @@ impl<'a> ValueTally<'a> {
         }
     }
 
-    /// Counts `mask` (read from `path`) into the tally and into `split`'s class pixels.
+    /// Counts `mask` (read from `path`) into the tally and into `split`'s class pixels;
+    /// `nodata` marks the pixels whose image is nodata, ignored whatever the mask holds.
     fn add(
         &mut self,
         split: &mut SplitAudit,
         mask: &Mask,
+        nodata: Option<&[bool]>,
         lut: &[Option<u8>; 256],
         path: &'a Path,
     ) {
         split.samples += 1;
         split.total_pixels += mask.data.len() as u64;
-        for &v in &mask.data {
+        for (i, &v) in mask.data.iter().enumerate() {
             self.raw[v as usize] += 1;
+            if nodata.is_some_and(|n| n[i]) {
+                split.nodata_pixels += 1;
+                split.ignored_pixels += 1;
+                continue;
+            }
             match lut[v as usize] {
                 Some(Mask::IGNORE) => split.ignored_pixels += 1,
                 Some(c) => split.class_pixels[c as usize] += 1,

@@ -82,7 +82,7 @@ pub use meta::{DATASET_JSON, DatasetMeta, TileRecord};
 pub use prepare::{FolderOptions, PrepareReport, audit, audit_prepared, prepare_folder};
 pub use raster::{GeoRef, Mask, Raster, RasterData, Sample, SampleKind};
 pub use scenes::{SceneOptions, prepare_scenes};
-pub use stats::{BandStats, StatsAccumulator};
+pub use stats::{BandStats, StatsAccumulator, nodata_pixels};
 pub use synthetic::{SyntheticOptions, generate_sample, prepare_synthetic};
 pub use tiff_read::{ChunkedReader, read_window};
 pub use tiff_write::{

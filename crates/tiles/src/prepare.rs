@@ -4,8 +4,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use raster::{Mask, Raster, RasterData};
+
 use crate::audit::{AuditReport, audit_pairs};
 use crate::error::TilesError;
+use crate::io::{read_image, read_mask, write_mask_png};
 use crate::labels::LabelMap;
 use crate::meta::DatasetMeta;
 use crate::pairs::{Pair, PairRules, SPLITS, pair_dir, read_list};
@@ -39,6 +42,10 @@ pub struct FolderOptions {
     pub skip_unpaired: bool,
     /// Hard-link instead of copying where the file system allows (default true).
     pub hard_link: bool,
+    /// Nodata value of the images, overriding their `GDAL_NODATA` tags (default `None`: each
+    /// image's tag, if any). A pixel that is nodata in every band is ignored in its mask and
+    /// left out of the band statistics.
+    pub nodata: Option<f64>,
 }
 
 impl FolderOptions {
@@ -61,6 +68,7 @@ impl FolderOptions {
             seed: 0,
             skip_unpaired: false,
             hard_link: true,
+            nodata: None,
         }
     }
 
@@ -169,12 +177,8 @@ fn gather(opts: &FolderOptions) -> Result<(Vec<Pair>, Vec<PathBuf>), TilesError>
 /// Audits a folder dataset without writing anything (`--audit-only`).
 pub fn audit(opts: &FolderOptions) -> Result<AuditReport, TilesError> {
     let (pairs, skipped) = gather(opts)?;
-    audit_pairs(
-        &pairs,
-        &opts.labels,
-        skipped,
-        opts.list.as_ref().unwrap_or(&opts.images),
-    )
+    let location = opts.list.as_ref().unwrap_or(&opts.images);
+    Ok(audit_pairs(&pairs, &opts.labels, opts.nodata, skipped, location)?.0)
 }
 
 /// Audits a dataset prepared by `prepare_*` (the split layout under `root`, with the label map of
@@ -203,16 +207,24 @@ pub fn audit_prepared(root: &Path) -> Result<AuditReport, TilesError> {
 
 /// Audits a folder dataset, then links or copies it into `out/{images,masks}/{train,val}/` and
 /// writes `out/dataset.json` (label map, band statistics of `train`, counts).
+///
+/// The mask of an image with nodata pixels (see [`FolderOptions::nodata`]) is written anew with
+/// an ignore value there (see [`PrepareReport::notes`] for which).
 pub fn prepare_folder(opts: &FolderOptions) -> Result<PrepareReport, TilesError> {
     let (pairs, skipped) = gather(opts)?;
-    let report = audit_pairs(
-        &pairs,
-        &opts.labels,
-        skipped,
-        opts.list.as_ref().unwrap_or(&opts.images),
-    )?;
+    let location = opts.list.as_ref().unwrap_or(&opts.images);
+    let (report, with_nodata) = audit_pairs(&pairs, &opts.labels, opts.nodata, skipped, location)?;
+    let mut labels = opts.labels.clone();
+    let mut notes = Vec::new();
+    let fill = if with_nodata.is_empty() {
+        None
+    } else {
+        let (value, note) = nodata_mask_value(&mut labels)?;
+        notes.push(note);
+        Some(value)
+    };
     into_fresh_output(&opts.out, || {
-        for p in &pairs {
+        for (i, p) in pairs.iter().enumerate() {
             let ext = |f: &Path| {
                 f.extension()
                     .and_then(|e| e.to_str())
@@ -230,11 +242,14 @@ pub fn prepare_folder(opts: &FolderOptions) -> Result<PrepareReport, TilesError>
                     .join(p.split)
                     .join(format!("{}.{}", p.id, ext(&p.mask)));
             place(&p.image, &img, opts.hard_link)?;
-            place(&p.mask, &mask, opts.hard_link)?;
+            match fill.filter(|_| with_nodata.binary_search(&i).is_ok()) {
+                Some(value) => write_masked(p, &mask, opts.nodata, value)?,
+                None => place(&p.mask, &mask, opts.hard_link)?,
+            }
         }
         let mut meta = DatasetMeta::new(
             "folder",
-            &opts.labels,
+            &labels,
             report.kind,
             report.bands,
             report.band_stats.clone(),
@@ -251,9 +266,74 @@ pub fn prepare_folder(opts: &FolderOptions) -> Result<PrepareReport, TilesError>
             audit: Some(report),
             skipped_tiles: 0,
             dropped_tiles: 0,
-            notes: Vec::new(),
+            notes,
         })
     })
+}
+
+/// The stored mask value that written masks get on nodata pixels, and a note saying which:
+/// the first of `labels.ignore` that no class claims, else the highest value that nothing maps,
+/// which is then added to `labels.ignore` (no mask holds it: the audit checks every value is
+/// mapped).
+pub(crate) fn nodata_mask_value(labels: &mut LabelMap) -> Result<(u8, String), TilesError> {
+    let lut = labels.lookup_table();
+    if let Some(&v) = labels
+        .ignore
+        .iter()
+        .find(|&&v| lut[v as usize] == Some(Mask::IGNORE))
+    {
+        return Ok((
+            v,
+            format!("nodata pixels are stored as mask value {v} (ignored)"),
+        ));
+    }
+    let Some(v) = (0..=255u8).rev().find(|&v| lut[v as usize].is_none()) else {
+        return Err(TilesError::option(
+            "labels",
+            format!("{} classes", labels.num_classes()),
+            "every mask value 0-255 belongs to a class, so none is left to mark nodata pixels \
+             as ignored; free one value",
+        ));
+    };
+    labels.ignore.push(v);
+    Ok((
+        v,
+        format!(
+            "nodata pixels are stored as mask value {v}, added to the ignored values (every \
+             ignore value is a class)"
+        ),
+    ))
+}
+
+/// Writes the mask of `pair` to `dst` with `value` on the pixels whose image is nodata in every
+/// band (`nodata`, else the image's `GDAL_NODATA`): a GeoTIFF (keeping the mask's
+/// georeferencing) when `dst` ends in `.tif`/`.tiff`, else a PNG.
+fn write_masked(pair: &Pair, dst: &Path, nodata: Option<f64>, value: u8) -> Result<(), TilesError> {
+    let (image, geo) = read_image(&pair.image)?;
+    let mut mask = read_mask(&pair.mask)?;
+    if let Some(nd) = nodata.or(geo.and_then(|g| g.nodata)) {
+        let holes = crate::stats::nodata_pixels(&image, nd);
+        for (m, _) in mask.data.iter_mut().zip(holes).filter(|(_, h)| *h) {
+            *m = value;
+        }
+    }
+    let dir = dst
+        .parent()
+        .expect("destinations are inside the output root");
+    std::fs::create_dir_all(dir).map_err(|e| TilesError::io(dir, e))?;
+    let tiff = dst
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("tif") || e.eq_ignore_ascii_case("tiff"));
+    if tiff {
+        let mask_geo = crate::tiff_read::ChunkedReader::open(&pair.mask)
+            .ok()
+            .and_then(|r| r.geo().cloned());
+        let raster = Raster::new(mask.width, mask.height, 1, RasterData::U8(mask.data))
+            .expect("sized from the mask");
+        crate::tiff_write::write_geotiff(dst, &raster, mask_geo.as_ref())
+    } else {
+        write_mask_png(dst, &mask)
+    }
 }
 
 /// Runs `write` on an output root that holds no dataset yet; when it fails, removes what it

@@ -16,13 +16,13 @@ use raster::{GeoRef, Mask, Raster, SampleKind};
 
 use self::align::check_alignment;
 use self::grid::{Planned, Role, assign_splits, origins};
-use self::source::{Source, crop, crop_mask, is_nodata};
+use self::source::{Source, crop, crop_mask};
 use crate::error::TilesError;
 use crate::io::{write_mask_png, write_png};
 use crate::labels::LabelMap;
 use crate::meta::{DatasetMeta, TileRecord};
-use crate::prepare::{PrepareReport, into_fresh_output};
-use crate::stats::StatsAccumulator;
+use crate::prepare::{PrepareReport, into_fresh_output, nodata_mask_value};
+use crate::stats::{StatsAccumulator, nodata_pixels};
 use crate::tiff_write::{Compression, TiffOptions, write_geotiff_with};
 
 /// How to tile scenes.
@@ -50,6 +50,11 @@ pub struct SceneOptions {
     pub seed: u64,
     /// Compression of written GeoTIFF tiles (default Deflate).
     pub compression: Compression,
+    /// Nodata value of the scenes, overriding their `GDAL_NODATA` tags (default `None`: each
+    /// scene's tag, if any). A pixel that is nodata in every band is ignored in its tile's mask
+    /// (whatever the label raster holds there) and left out of the band statistics; GeoTIFF
+    /// tiles declare it in their own `GDAL_NODATA`.
+    pub nodata: Option<f64>,
 }
 
 impl SceneOptions {
@@ -71,6 +76,7 @@ impl SceneOptions {
             val_ratio: 0.2,
             seed: 0,
             compression: Compression::Deflate,
+            nodata: None,
         }
     }
 }
@@ -104,6 +110,15 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
             &opts.scenes[0],
         )?;
         let (_, bands, kind) = layout.expect("at least one scene was surveyed");
+        let mut labels = opts.labels.clone();
+        let mut notes: Vec<String> = surveys.iter().filter_map(|s| s.note.clone()).collect();
+        let fill = if surveys.iter().any(|s| s.nodata_pixels > 0) {
+            let (value, note) = nodata_mask_value(&mut labels)?;
+            notes.push(note);
+            value
+        } else {
+            Mask::IGNORE
+        };
         let mut stats = StatsAccumulator::new(bands, kind);
         let mut records = Vec::new();
         for (i, s) in surveys.iter().enumerate() {
@@ -111,9 +126,9 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
                 .iter()
                 .filter(|t| t.scene == i && t.role != Role::Dropped)
                 .collect();
-            records.extend(write_scene(opts, s, &mine, &mut stats)?);
+            records.extend(write_scene(opts, s, &mine, fill, &mut stats)?);
         }
-        let mut meta = DatasetMeta::new("scenes", &opts.labels, kind, bands, stats.finish());
+        let mut meta = DatasetMeta::new("scenes", &labels, kind, bands, stats.finish());
         for r in &records {
             *meta.splits.entry(r.split.clone()).or_insert(0) += 1;
         }
@@ -133,7 +148,7 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
             audit: None,
             skipped_tiles: surveys.iter().map(|s| s.skipped).sum(),
             dropped_tiles: split.dropped,
-            notes: surveys.into_iter().filter_map(|s| s.note).collect(),
+            notes,
         })
     })
 }
@@ -205,6 +220,10 @@ struct Survey {
     mask: PathBuf,
     stem: String,
     geo: Option<GeoRef>,
+    /// The scene's nodata value: [`SceneOptions::nodata`], else its `GDAL_NODATA`.
+    nodata: Option<f64>,
+    /// Pixels of the scene that are nodata in every band.
+    nodata_pixels: u64,
     /// Tiles worth keeping, row by row, all `Role::Train` until split.
     kept: Vec<Planned>,
     /// Tiles left out as mostly ignore/nodata.
@@ -215,7 +234,8 @@ struct Survey {
 
 /// Reads scene `index` and its label raster once without writing anything: checks size,
 /// alignment, band layout (against `layout`, the first scene's) and label values, and finds
-/// the tiles that are not mostly empty. Reads the image only when it has a nodata value.
+/// the tiles that are not mostly empty. Reads the image only when it has a nodata value; label
+/// values under nodata pixels need not be mapped.
 fn survey(
     opts: &SceneOptions,
     index: usize,
@@ -244,32 +264,34 @@ fn survey(
     }
     check_layout(scene_path, scene.layout(), layout)?;
     let note = check_alignment(scene_path, scene.geo(), mask_path, mask.geo(), (w, h))?;
-    let geo = scene.geo().cloned();
-    let nodata = geo.as_ref().and_then(|g| g.nodata);
+    let nodata = opts.nodata.or(scene.geo().and_then(|g| g.nodata));
+    let geo = scene.geo().cloned().map(|g| GeoRef { nodata, ..g });
     let stride = t - opts.overlap;
     let xs = origins(w, t, stride);
-    let (mut tally, mut tallied_to) = ([0u64; 256], 0);
+    let (mut tally, mut tallied_to, mut nodata_count) = ([0u64; 256], 0, 0);
     let (mut kept, mut skipped) = (Vec::new(), 0);
     for (row, y) in origins(h, t, stride).into_iter().enumerate() {
         let band = mask.mask_rows(mask_path, y, t)?;
+        // `w × t` flags: the band's pixels that are nodata in every band of the scene.
+        let holes = match nodata {
+            Some(nd) => nodata_pixels(&scene.rows(y, t)?, nd),
+            None => Vec::new(),
+        };
+        let is_hole = |i: usize| holes.get(i).copied().unwrap_or(false);
         // Rows shared with the previous band are counted once.
-        for &v in &band.data[(tallied_to.max(y) - y) * w..] {
-            tally[v as usize] += 1;
+        let fresh = (tallied_to.max(y) - y) * w;
+        for (i, &v) in band.data.iter().enumerate().skip(fresh) {
+            if is_hole(i) {
+                nodata_count += 1;
+            } else {
+                tally[v as usize] += 1;
+            }
         }
         tallied_to = y + t;
-        let image = match nodata {
-            Some(nd) => Some((scene.rows(y, t)?, nd)),
-            None => None,
-        };
         for (col, &x) in xs.iter().enumerate() {
             let empty = (0..t * t)
-                .filter(|&i| {
-                    let (c, r) = (x + i % t, i / t);
-                    lut[band.data[r * w + c] as usize] == Some(Mask::IGNORE)
-                        || image
-                            .as_ref()
-                            .is_some_and(|(img, nd)| is_nodata(img, c, r, *nd))
-                })
+                .map(|i| (i / t) * w + x + i % t)
+                .filter(|&i| lut[band.data[i] as usize] == Some(Mask::IGNORE) || is_hole(i))
                 .count();
             if empty as f64 > opts.max_empty_fraction * (t * t) as f64 {
                 skipped += 1;
@@ -292,6 +314,8 @@ fn survey(
         mask: mask_path.clone(),
         stem: stem.to_string(),
         geo,
+        nodata,
+        nodata_pixels: nodata_count,
         kept,
         skipped,
         note,
@@ -341,11 +365,13 @@ fn check_mapped(
     })
 }
 
-/// Writes the kept tiles of one scene (in row order), adding train tiles to `stats`.
+/// Writes the kept tiles of one scene (in row order), `fill` on their masks' nodata pixels,
+/// adding train tiles to `stats`.
 fn write_scene(
     opts: &SceneOptions,
     s: &Survey,
     tiles: &[&Planned],
+    fill: u8,
     stats: &mut StatsAccumulator,
 ) -> Result<Vec<TileRecord>, TilesError> {
     let t = opts.tile_size;
@@ -355,7 +381,11 @@ fn write_scene(
     let mut scene = Source::open_image(&s.scene)?;
     let mut mask = Source::open_mask(&s.mask)?;
     let (bands, kind) = scene.layout();
-    let ctx = TileCtx { opts, survey: s };
+    let ctx = TileCtx {
+        opts,
+        survey: s,
+        fill,
+    };
     let mut records = Vec::with_capacity(tiles.len());
     for row in tiles.chunk_by(|a, b| a.row == b.row) {
         let y = row[0].y;
@@ -400,6 +430,8 @@ type RowTiles = (Vec<TileRecord>, StatsAccumulator);
 struct TileCtx<'a> {
     opts: &'a SceneOptions,
     survey: &'a Survey,
+    /// The stored mask value of nodata pixels.
+    fill: u8,
 }
 
 impl TileCtx<'_> {
@@ -416,7 +448,13 @@ impl TileCtx<'_> {
         let t = opts.tile_size;
         let split = p.role.split().expect("dropped tiles are not written");
         let tile = crop(band, p.x, 0, t, t);
-        let raw = crop_mask(mband, p.x, t);
+        let mut raw = crop_mask(mband, p.x, t);
+        if let Some(nd) = s.nodata {
+            let holes = nodata_pixels(&tile, nd);
+            for (v, _) in raw.data.iter_mut().zip(holes).filter(|(_, h)| *h) {
+                *v = self.fill;
+            }
+        }
         let id = format!("{}_x{}_y{}", s.stem, p.x, p.y);
         let tile_geo = s.geo.as_ref().map(|g| g.shifted(p.x, p.y));
         let img_dir = opts.out.join("images").join(split);
@@ -436,7 +474,7 @@ impl TileCtx<'_> {
             &raw,
         )?;
         if p.role == Role::Train {
-            acc.add(&tile, s.geo.as_ref().and_then(|g| g.nodata));
+            acc.add(&tile, s.nodata);
         }
         Ok(TileRecord {
             id,

@@ -17,7 +17,7 @@ pub struct BandStats {
     pub p2: Option<f64>,
     /// 98th percentile (integer samples only).
     pub p98: Option<f64>,
-    /// Samples counted (nodata excluded).
+    /// Samples counted (pixels nodata in every band, and non-finite floats, excluded).
     pub count: u64,
 }
 
@@ -62,17 +62,19 @@ impl StatsAccumulator {
     }
 
     /// Adds every pixel of `raster` (which must have this accumulator's bands and kind), skipping
-    /// samples equal to `nodata` and non-finite floats.
+    /// pixels that are nodata in every band (see [`nodata_pixels`]) and non-finite float samples.
     pub fn add(&mut self, raster: &Raster, nodata: Option<f64>) {
         debug_assert_eq!(raster.bands, self.bands.len());
         debug_assert_eq!(raster.kind(), self.kind);
         let nb = self.bands.len();
+        let skip = nodata.map(|nd| nodata_pixels(raster, nd));
+        let valid = |sample: usize| skip.as_ref().is_none_or(|s| !s[sample / nb]);
         match &raster.data {
-            RasterData::U8(v) => self.add_int(v.iter().map(|&s| s as u32), nb, nodata),
-            RasterData::U16(v) => self.add_int(v.iter().map(|&s| s as u32), nb, nodata),
+            RasterData::U8(v) => self.add_int(v.iter().map(|&s| s as u32), nb, valid),
+            RasterData::U16(v) => self.add_int(v.iter().map(|&s| s as u32), nb, valid),
             RasterData::F32(v) => {
                 for (i, &s) in v.iter().enumerate() {
-                    if !s.is_finite() || nodata == Some(s as f64) {
+                    if !s.is_finite() || !valid(i) {
                         continue;
                     }
                     let b = &mut self.bands[i % nb];
@@ -102,13 +104,15 @@ impl StatsAccumulator {
         }
     }
 
-    fn add_int(&mut self, samples: impl Iterator<Item = u32>, nb: usize, nodata: Option<f64>) {
+    fn add_int(
+        &mut self,
+        samples: impl Iterator<Item = u32>,
+        nb: usize,
+        valid: impl Fn(usize) -> bool,
+    ) {
         // Integer samples only bump histogram bins; sums, min and max come from the histogram.
-        let skip = nodata
-            .filter(|n| n.fract() == 0.0 && *n >= 0.0)
-            .map(|n| n as u32);
         for (i, s) in samples.enumerate() {
-            if Some(s) != skip {
+            if valid(i) {
                 self.bands[i % nb].hist[s as usize] += 1;
             }
         }
@@ -147,6 +151,27 @@ impl StatsAccumulator {
                 }
             })
             .collect()
+    }
+}
+
+/// Which pixels of `raster` are nodata, in row-major order: those whose every band equals
+/// `nodata` (GDAL's rule for a dataset-wide nodata value). Float samples are compared with
+/// `nodata` as `f32`, and a NaN `nodata` matches NaN samples; an integer raster has no nodata
+/// pixels when `nodata` is not one of its values.
+pub fn nodata_pixels(raster: &Raster, nodata: f64) -> Vec<bool> {
+    fn all_bands<T: Copy>(v: &[T], bands: usize, is: impl Fn(T) -> bool) -> Vec<bool> {
+        v.chunks_exact(bands)
+            .map(|px| px.iter().all(|&s| is(s)))
+            .collect()
+    }
+    let b = raster.bands;
+    match &raster.data {
+        RasterData::U8(v) => all_bands(v, b, |s| s as f64 == nodata),
+        RasterData::U16(v) => all_bands(v, b, |s| s as f64 == nodata),
+        RasterData::F32(v) => {
+            let nd = nodata as f32;
+            all_bands(v, b, |s| s == nd || (nd.is_nan() && s.is_nan()))
+        }
     }
 }
 

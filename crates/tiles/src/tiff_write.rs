@@ -318,9 +318,21 @@ fn write_geo_tags<W: Write + Seek, K: TiffKind>(
         dir.write_tag(Tag::GeoAsciiParamsTag, a.trim_end_matches('\0'))?;
     }
     if let Some(nd) = g.nodata {
-        dir.write_tag(Tag::GdalNodata, nd.to_string().as_str())?;
+        dir.write_tag(Tag::GdalNodata, gdal_nodata_string(nd).as_str())?;
     }
     Ok(())
+}
+
+/// `GDAL_NODATA` as GDAL writes it: `nan`, `inf`, `-inf`, else the shortest decimal that reads
+/// back as the same value (`0`, `255`, `-9999`, `0.5`).
+fn gdal_nodata_string(nd: f64) -> String {
+    if nd.is_nan() {
+        "nan".into()
+    } else if nd.is_infinite() {
+        if nd > 0.0 { "inf" } else { "-inf" }.into()
+    } else {
+        nd.to_string()
+    }
 }
 
 fn cut_padded(

@@ -155,16 +155,3 @@ fn to_mask(path: &Path, r: &Raster) -> Result<Mask, TilesError> {
     };
     Ok(Mask::new(r.width, r.height, data).expect("sized from its raster"))
 }
-
-/// True when every band of pixel `(col, row)` of `r` equals the scene's nodata value.
-pub(super) fn is_nodata(r: &Raster, col: usize, row: usize, nodata: f64) -> bool {
-    let b = r.bands;
-    let i = row * r.width + col;
-    match &r.data {
-        RasterData::U8(v) => v[i * b..(i + 1) * b].iter().all(|&s| s as f64 == nodata),
-        RasterData::U16(v) => v[i * b..(i + 1) * b].iter().all(|&s| s as f64 == nodata),
-        RasterData::F32(v) => v[i * b..(i + 1) * b]
-            .iter()
-            .all(|&s| s as f64 == nodata || (nodata.is_nan() && s.is_nan())),
-    }
-}
