@@ -380,3 +380,254 @@ pub fn hf_preprocessor_config(p: &SegformerProcessor, kind: SampleKind) -> Value
         "do_reduce_labels": p.do_reduce_labels,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tiles::{Mask, Raster, RasterData};
+
+    /// A directory `resolve` takes for an HF model (the weights are not read), with `preprocessor`
+    /// as its preprocessor_config.json.
+    fn hf_dir(preprocessor: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+        std::fs::write(dir.path().join(HF_PREPROCESSOR_CONFIG), preprocessor).unwrap();
+        dir
+    }
+
+    fn error_of(preprocessor: &str) -> String {
+        let dir = hf_dir(preprocessor);
+        format!("{:#}", ModelSource::resolve(dir.path()).unwrap_err())
+    }
+
+    /// HF's formula, `((x * rescale_factor) - mean) / std`, in f64.
+    fn hf_formula(x: f64, rescale: f64, mean: f64, std: f64) -> f64 {
+        (x * rescale - mean) / std
+    }
+
+    #[test]
+    fn hf_preprocessor_config_sets_size_rescale_mean_std_resample_and_label_reduction() {
+        let dir = hf_dir(
+            r#"{"feature_extractor_type": "SegformerFeatureExtractor", "size": {"height": 4, "width": 6},
+                "resample": 0, "rescale_factor": 0.01, "image_mean": [0.1, 0.2, 0.3],
+                "image_std": [0.5, 0.25, 0.125], "do_reduce_labels": true, "crop_pct": 0.9}"#,
+        );
+        let source = ModelSource::resolve(dir.path()).unwrap();
+        assert_eq!(source.input_size(), Some((4, 6)));
+        assert_eq!(source.window(512), [4, 6]);
+
+        // No resize (predict's sliding window): the formula, pixel by pixel.
+        let (mean, std) = ([0.1, 0.2, 0.3], [0.5, 0.25, 0.125]);
+        let samples: Vec<u8> = (0..2 * 3 * 3).map(|i| (i * 13) as u8).collect();
+        let image = Raster::new(3, 2, 3, RasterData::U8(samples.clone())).unwrap();
+        let out = source
+            .processor(None)
+            .unwrap()
+            .process(&image, None)
+            .unwrap();
+        assert_eq!((out.height, out.width), (2, 3));
+        for (i, &x) in samples.iter().enumerate() {
+            let (px, band) = (i / 3, i % 3);
+            let want = hf_formula(x as f64, 0.01, mean[band], std[band]);
+            let got = out.pixel_values[band * 6 + px] as f64;
+            assert!((got - want).abs() < 1e-6, "sample {i}: {got} vs {want}");
+        }
+
+        // eval's resize to `size`, nearest: every source pixel becomes a 2×2 block; labels
+        // reduced (0 -> 255, l -> l - 1).
+        let mask = Mask::new(3, 2, vec![0, 1, 2, 255, 3, 1]).unwrap();
+        let out = source
+            .processor(source.input_size())
+            .unwrap()
+            .process(&image, Some(&mask))
+            .unwrap();
+        assert_eq!((out.height, out.width), (4, 6));
+        let (y, x) = (3, 5); // from source pixel (1, 2)
+        let want = hf_formula(samples[(3 + 2) * 3] as f64, 0.01, 0.1, 0.5);
+        assert!((out.pixel_values[y * 6 + x] as f64 - want).abs() < 1e-6);
+        let labels = out.labels.unwrap();
+        assert_eq!(&labels[..6], &[255, 255, 0, 0, 1, 1]);
+        assert_eq!(&labels[18..], &[255, 255, 2, 2, 0, 0]);
+    }
+
+    #[test]
+    fn hf_defaults_and_legacy_keys() {
+        let source = ModelSource::resolve(hf_dir("{}").path()).unwrap();
+        let p = source.processor(None).unwrap();
+        assert_eq!(source.input_size(), Some((512, 512)));
+        assert_eq!(p.rescale_factor, Some(1.0f32 / 255.0));
+        assert_eq!(p.image_mean, vec![0.485, 0.456, 0.406]);
+        assert_eq!(p.image_std, vec![0.229, 0.224, 0.225]);
+        assert!(!p.do_reduce_labels && p.do_rescale && p.do_normalize);
+        assert_eq!(p.resample, Resample::Bilinear);
+
+        // nvidia/mit-b0's file: `size` one number, the legacy `reduce_labels` winning over
+        // `do_reduce_labels` as in HF's `from_dict`, one mean/std for every band.
+        let dir = hf_dir(
+            r#"{"size": 32, "reduce_labels": true, "do_reduce_labels": false, "image_mean": 0.5,
+                "image_std": 0.25, "do_resize": true}"#,
+        );
+        let p = ModelSource::resolve(dir.path())
+            .unwrap()
+            .processor(Some((32, 32)))
+            .unwrap();
+        assert_eq!((p.size, p.do_reduce_labels), (Some((32, 32)), true));
+        assert_eq!((p.image_mean, p.image_std), (vec![0.5], vec![0.25]));
+
+        let no_resize = hf_dir(r#"{"do_resize": false}"#);
+        assert_eq!(
+            ModelSource::resolve(no_resize.path()).unwrap().input_size(),
+            None
+        );
+        // Without a preprocessor_config.json: HF's defaults, no resize in eval (as before).
+        let bare = tempfile::tempdir().unwrap();
+        std::fs::write(bare.path().join("config.json"), "{}").unwrap();
+        let source = ModelSource::resolve(bare.path()).unwrap();
+        assert_eq!((source.input_size(), source.window(64)), (None, [64, 64]));
+        assert_eq!(source.processor(None).unwrap().rescale_factor, None);
+    }
+
+    #[test]
+    fn unsupported_hf_settings_are_one_line_errors_naming_the_key() {
+        for (json, words) in [
+            (r#"{"resample": 3}"#, &["resample is 3", "BILINEAR (2)"][..]),
+            (
+                r#"{"size": {"shortest_edge": 512}}"#,
+                &["size is", "height"],
+            ),
+            (
+                r#"{"image_processor_type": "DetrImageProcessor"}"#,
+                &["DetrImageProcessor"],
+            ),
+            (r#"{"image_std": [0.5, 0]}"#, &["image_std holds 0"]),
+            (r#"{"image_mean": "x"}"#, &["image_mean is \"x\""]),
+            (
+                r#"{"do_rescale": 1}"#,
+                &["do_rescale is 1", "true or false"],
+            ),
+            ("not json", &["not JSON"]),
+        ] {
+            let e = error_of(json);
+            assert!(e.contains(HF_PREPROCESSOR_CONFIG), "{json}: {e}");
+            assert!(!e.contains('\n'), "{json}: {e}");
+            for w in words {
+                assert!(e.contains(w), "{json}: {e}");
+            }
+        }
+    }
+
+    /// A run directory whose dataset does not exist: checkpoints/last and a config.toml that
+    /// normalises with dataset statistics.
+    fn run_without_dataset() -> tempfile::TempDir {
+        let run = tempfile::tempdir().unwrap();
+        let last = run.path().join("checkpoints/last");
+        std::fs::create_dir_all(&last).unwrap();
+        std::fs::write(last.join("config.json"), "{}").unwrap();
+        let root = run.path().join("gone");
+        std::fs::write(
+            run.path().join("config.toml"),
+            format!(
+                "[model]\npreset = \"mit-b0\"\n[data]\nroot = \"{}\"\nsize = [8, 8]\nnormalize = \"dataset\"\n",
+                root.display()
+            ),
+        )
+        .unwrap();
+        run
+    }
+
+    #[test]
+    fn a_run_predicts_from_its_preprocessing_json_without_its_dataset() {
+        let run = run_without_dataset();
+        std::fs::write(
+            run.path().join(RunPreprocessing::FILE),
+            r#"{"version": 1, "sample_kind": "u16", "bands": 2, "processor": {
+                "size": [8, 8], "resample": "bilinear", "do_rescale": true, "rescale_factor": null,
+                "do_normalize": true, "image_mean": [0.25, 0.5], "image_std": [0.125, 0.0625],
+                "do_reduce_labels": false}}"#,
+        )
+        .unwrap();
+        let source = ModelSource::resolve(run.path()).unwrap();
+        assert_eq!(source.input_size(), Some((8, 8)));
+        let pre = source.preprocessing().unwrap();
+        assert_eq!(pre.sample_kind, Some(SampleKind::U16));
+        let image = Raster::new(1, 1, 2, RasterData::U16(vec![30000, 65535])).unwrap();
+        let out = source
+            .processor(None)
+            .unwrap()
+            .process(&image, None)
+            .unwrap();
+        let want = [
+            (30000.0 / 65535.0 - 0.25) / 0.125,
+            (65535.0 / 65535.0 - 0.5) / 0.0625,
+        ];
+        for (got, want) in out.pixel_values.iter().zip(want) {
+            assert!((*got as f64 - want).abs() < 1e-5, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn an_old_run_without_its_dataset_says_what_to_restore() {
+        let run = run_without_dataset();
+        let source = ModelSource::resolve(run.path()).unwrap();
+        let e = format!("{:#}", source.processor(None).unwrap_err());
+        assert!(
+            e.contains("preprocessing.json") && e.contains("gone") && e.contains("data.root"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    /// segfit's pixel values against HF's formula applied with the keys `export` writes.
+    fn check_export(p: &SegformerProcessor, image: &Raster) {
+        let json = hf_preprocessor_config(p, image.kind());
+        let f = |k: &str| json[k].as_f64().unwrap();
+        let list = |k: &str| -> Vec<f64> {
+            let v: Vec<f64> = serde_json::from_value(json[k].clone()).unwrap();
+            (0..image.bands).map(|b| v[b % v.len()]).collect()
+        };
+        let (rescale, mean, std) = (f("rescale_factor"), list("image_mean"), list("image_std"));
+        assert_eq!(json["do_rescale"], true);
+        let samples: Vec<f64> = match &image.data {
+            RasterData::U8(v) => v.iter().map(|&x| x as f64).collect(),
+            RasterData::U16(v) => v.iter().map(|&x| x as f64).collect(),
+            RasterData::F32(v) => v.iter().map(|&x| x as f64).collect(),
+        };
+        let out = p.process(image, None).unwrap();
+        let (c, hw) = (image.bands, image.width * image.height);
+        for (i, &x) in samples.iter().enumerate() {
+            let (px, b) = (i / c, i % c);
+            let want = hf_formula(x, rescale, mean[b], std[b]);
+            let got = out.pixel_values[b * hw + px] as f64;
+            assert!(
+                (got - want).abs() < 1e-6 * want.abs().max(1.0),
+                "{:?} sample {i}: segfit {got}, HF {want}",
+                image.kind()
+            );
+        }
+    }
+
+    #[test]
+    fn export_rescales_by_the_sample_type_so_hf_gives_segfits_values() {
+        let p = SegformerProcessor {
+            size: None,
+            image_mean: vec![0.3, 0.4, 0.2, 0.5],
+            image_std: vec![0.1, 0.2, 0.15, 0.05],
+            ..Default::default()
+        };
+        let u16s: Vec<u16> = (0..4 * 5 * 4).map(|i| (i * 829 % 65536) as u16).collect();
+        check_export(&p, &Raster::new(5, 4, 4, RasterData::U16(u16s)).unwrap());
+        let u8s: Vec<u8> = (0..4 * 5 * 4).map(|i| (i * 37 % 256) as u8).collect();
+        check_export(&p, &Raster::new(5, 4, 4, RasterData::U8(u8s)).unwrap());
+        let f32s: Vec<f32> = (0..4 * 5 * 4).map(|i| i as f32 * 0.0123 - 0.2).collect();
+        check_export(&p, &Raster::new(5, 4, 4, RasterData::F32(f32s)).unwrap());
+        let rf = |k| {
+            hf_preprocessor_config(&p, k)["rescale_factor"]
+                .as_f64()
+                .unwrap()
+        };
+        assert_eq!(
+            [rf(SampleKind::U8), rf(SampleKind::U16), rf(SampleKind::F32)],
+            [1.0 / 255.0, 1.0 / 65535.0, 1.0]
+        );
+    }
+}
