@@ -180,11 +180,15 @@ impl SegformerProcessor {
     }
 
     /// The per-band `x * scale + offset` that rescaling and normalising amount to.
-    fn affine(&self, image: &Raster) -> Result<(Vec<f32>, Vec<f32>), AugmentError> {
+    ///
+    /// NOTE: in f64, where HF computes `(x * rescale - mean) / std` in f32: folded into one
+    /// multiply-add, f32 would lose up to ~1e-6 to cancellation when `mean / std` is large
+    /// (16-bit imagery with narrow bands), f64 keeps the result correctly rounded.
+    fn affine(&self, image: &Raster) -> Result<(Vec<f64>, Vec<f64>), AugmentError> {
         let c = image.bands;
         let rescale = if self.do_rescale {
             self.rescale_factor
-                .unwrap_or(1.0 / image.kind().max_value())
+                .unwrap_or(1.0 / image.kind().max_value()) as f64
         } else {
             1.0
         };
@@ -193,17 +197,20 @@ impl SegformerProcessor {
         }
         let (mean, std) = per_band("SegformerProcessor", &self.image_mean, &self.image_std, c)?;
         Ok((
-            std.iter().map(|s| rescale / s).collect(),
-            mean.iter().zip(&std).map(|(m, s)| -m / s).collect(),
+            std.iter().map(|&s| rescale / s as f64).collect(),
+            mean.iter()
+                .zip(&std)
+                .map(|(&m, &s)| -(m as f64) / s as f64)
+                .collect(),
         ))
     }
 }
 
 /// `[H, W, C]` u8 → `[C, H, W]` f32 through one 256-entry table per band.
-fn to_chw_u8(v: &[u8], scale: &[f32], offset: &[f32]) -> Vec<f32> {
+fn to_chw_u8(v: &[u8], scale: &[f64], offset: &[f64]) -> Vec<f32> {
     let c = scale.len();
     let luts: Vec<[f32; 256]> = (0..c)
-        .map(|b| std::array::from_fn(|i| i as f32 * scale[b] + offset[b]))
+        .map(|b| std::array::from_fn(|i| (i as f64 * scale[b] + offset[b]) as f32))
         .collect();
     let hw = v.len() / c;
     let mut out = vec![0f32; v.len()];
@@ -225,16 +232,16 @@ fn to_chw_u8(v: &[u8], scale: &[f32], offset: &[f32]) -> Vec<f32> {
     out
 }
 
-/// `[H, W, C]` samples → `[C, H, W]` f32 with `x * scale + offset` per band, one output plane
+/// `[H, W, C]` samples → `[C, H, W]` f32 with `x * scale + offset` per band (in f64), one output plane
 /// at a time so writes are sequential.
-fn to_chw<T: Pixel>(v: &[T], scale: &[f32], offset: &[f32]) -> Vec<f32> {
-    fn fixed<T: Pixel, const N: usize>(v: &[T], scale: &[f32], offset: &[f32]) -> Vec<f32> {
+fn to_chw<T: Pixel>(v: &[T], scale: &[f64], offset: &[f64]) -> Vec<f32> {
+    fn fixed<T: Pixel, const N: usize>(v: &[T], scale: &[f64], offset: &[f64]) -> Vec<f32> {
         let px = v.as_chunks::<N>().0;
         let mut out = vec![0f32; v.len()];
         for (b, plane) in out.chunks_exact_mut(px.len()).enumerate() {
             let (s, o) = (scale[b], offset[b]);
             for (dst, p) in plane.iter_mut().zip(px) {
-                *dst = p[b].to_f32() * s + o;
+                *dst = (p[b].to_f32() as f64 * s + o) as f32;
             }
         }
         out
@@ -249,7 +256,7 @@ fn to_chw<T: Pixel>(v: &[T], scale: &[f32], offset: &[f32]) -> Vec<f32> {
             let mut out = vec![0f32; v.len()];
             for (i, px) in v.chunks_exact(c).enumerate() {
                 for (b, s) in px.iter().enumerate() {
-                    out[b * hw + i] = s.to_f32() * scale[b] + offset[b];
+                    out[b * hw + i] = (s.to_f32() as f64 * scale[b] + offset[b]) as f32;
                 }
             }
             out
