@@ -599,6 +599,7 @@ mod tests {
             let want = hf_formula(x, rescale, mean[b], std[b]);
             let got = out.pixel_values[b * hw + px] as f64;
             assert!(
+                // f32 output: half an ulp is 9.5e-7 at 16, so 1e-6 of the value above 1.
                 (got - want).abs() < 1e-6 * want.abs().max(1.0),
                 "{:?} sample {i}: segfit {got}, HF {want}",
                 image.kind()

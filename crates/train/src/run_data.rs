@@ -176,3 +176,46 @@ pub fn normalize_with_dataset_stats(processor: &mut SegformerProcessor, meta: &t
         .map(|s| (s.std.max(1e-6) / max) as f32)
         .collect();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preprocessing_json_round_trips_and_bad_files_name_themselves() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(RunPreprocessing::load(dir.path()).unwrap(), None);
+        let p = RunPreprocessing {
+            version: 1,
+            sample_kind: SampleKind::U16,
+            bands: 4,
+            processor: SegformerProcessor {
+                size: Some((32, 48)),
+                image_mean: vec![0.1, 0.2, 0.3, 0.4],
+                image_std: vec![0.5, 0.25, 0.125, 0.0625],
+                ..Default::default()
+            },
+        };
+        p.save(dir.path()).unwrap();
+        assert_eq!(RunPreprocessing::load(dir.path()).unwrap(), Some(p.clone()));
+        assert_eq!(p.rescale_factor(), 1.0 / 65535.0);
+
+        let path = dir.path().join(RunPreprocessing::FILE);
+        for (text, want) in [
+            ("{\"version\": 1}", "not a segfit preprocessing file"),
+            (
+                &std::fs::read_to_string(&path)
+                    .unwrap()
+                    .replace("\"version\": 1", "\"version\": 2"),
+                "version 2 is not 1",
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let e = RunPreprocessing::load(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains(RunPreprocessing::FILE) && e.contains(want),
+                "{e}"
+            );
+        }
+    }
+}
