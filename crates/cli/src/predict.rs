@@ -117,19 +117,22 @@ fn predict_on<B: Backend>(
     }
     let processor = source.processor(None)?;
     if let Some(nd) = args.nodata {
-        check_nodata_room(model.num_labels(), || format!("--nodata {nd}"))?;
+        check_nodata_room(
+            model.num_labels(),
+            &format!("--nodata {nd}"),
+            "drop --nodata",
+        )?;
     }
     for (i, file) in files.iter().enumerate() {
         let (image, geo) =
             tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
         let nodata = args.nodata.or(geo.as_ref().and_then(|g| g.nodata));
         if let Some(nd) = nodata {
-            check_nodata_room(model.num_labels(), || {
-                format!(
-                    "{} declares GDAL_NODATA {nd}; remove the tag or",
-                    file.display()
-                )
-            })?;
+            check_nodata_room(
+                model.num_labels(),
+                &format!("{} declares GDAL_NODATA {nd}", file.display()),
+                "unset it (gdal_edit.py -unsetnodata)",
+            )?;
         }
         let bands = model.config().num_channels;
         ensure!(
@@ -251,15 +254,13 @@ fn predict_tensor<B: Backend>(
 /// 255 classes when nodata is in play (see [`check_nodata_room`]).
 const NODATA_CLASS: u8 = 255;
 
-/// Fails when a `k`-class model uses [`NODATA_CLASS`] as a class index; `what` names where the
-/// nodata value came from and ends where the fix can follow.
-fn check_nodata_room(k: usize, what: impl FnOnce() -> String) -> Result<()> {
+/// Fails when a `k`-class model uses [`NODATA_CLASS`] as a class index; `source` says where the
+/// nodata value came from, `fix` how to do without it.
+fn check_nodata_room(k: usize, source: &str, fix: &str) -> Result<()> {
     ensure!(
         k <= NODATA_CLASS as usize,
-        "{}: nodata pixels are marked {NODATA_CLASS} in the class map, but this model has {k} \
-         classes and {NODATA_CLASS} is one of them; predict without nodata or with a model of at \
-         most {NODATA_CLASS} classes",
-        what()
+        "{source}: nodata pixels get {NODATA_CLASS} in the class map, but this model's {k} classes \
+         include {NODATA_CLASS}; {fix}, or use a model of at most {NODATA_CLASS} classes"
     );
     Ok(())
 }
