@@ -56,7 +56,7 @@ pub struct PredictArgs {
     /// Input nodata value, overriding the images' GDAL_NODATA tags (e.g. 0, -9999, nan): pixels
     /// equal to it in every band get 255 in the class map (declared as its GDAL_NODATA) and NaN
     /// probabilities [default: each image's GDAL_NODATA, else none].
-    #[arg(long, value_name = "V")]
+    #[arg(long, value_name = "V", conflicts_with = "pixel_values")]
     pub nodata: Option<f64>,
     /// Write the blended full-resolution logits as float32 `[N, classes, H, W]` .npy (one
     /// input image, or with --pixel-values).
