@@ -38,7 +38,8 @@ pub struct PredictArgs {
     /// `<name>.png` otherwise; pixel values are class indices.
     #[arg(long, value_name = "DIR")]
     pub output: PathBuf,
-    /// Window side in pixels [default: the run's training size (data.size), else 512].
+    /// Window side in pixels [default: the run's training size (data.size), an HF directory's
+    /// preprocessor_config.json size, else 512].
     #[arg(long, value_name = "N")]
     pub tile: Option<usize>,
     /// Pixels shared by neighbouring windows [default: a quarter of the window].
