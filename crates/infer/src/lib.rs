@@ -39,4 +39,6 @@ pub use evaluate::{EvalResult, evaluate};
 pub use metrics::{ConfusionMatrix, SegMetrics};
 pub use palette::class_colour;
 pub use postprocess::{batch_tensors, classes_of, predict_classes, probabilities};
-pub use window::{Blender, Windows, hann, min_input_side, origins, predict_windows};
+pub use window::{
+    Blender, Windows, hann, min_input_side, origins, predict_streaming, predict_windows,
+};

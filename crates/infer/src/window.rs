@@ -89,8 +89,10 @@ pub fn min_input_side(config: &SegformerConfig) -> usize {
 }
 
 /// Blended full-resolution logits of one preprocessed image: every window through the model
-/// (`windows.batch` at a time), its logits upsampled to the window's pixels like HF's
-/// post-processing, weighted and blended (see the module docs).
+/// (`windows.batch` at a time, within a row of windows), its logits upsampled to the window's
+/// pixels like HF's post-processing, weighted and blended (see the module docs). The whole
+/// image is in memory; [`predict_streaming`] gives the same logits, bit for bit, a band of rows
+/// at a time.
 ///
 /// # Shapes
 /// - pixels: `[C, H, W]` (`C` = the model's `num_channels`)
@@ -102,44 +104,222 @@ pub fn predict_windows<B: Backend>(
     windows: &Windows,
     device: &B::Device,
 ) -> Result<Vec<f32>, InferError> {
-    let bands = model.config().num_channels;
-    if c != bands || pixels.len() != c * h * w || h == 0 || w == 0 {
+    if pixels.len() != c * h * w {
         return Err(InferError::Shape(format!(
-            "pixel values of {} floats as [{c}, {h}, {w}] for a model that takes {bands} channels",
+            "pixel values of {} floats as [{c}, {h}, {w}]",
             pixels.len()
         )));
     }
-    let k = model.num_labels();
-    let (spots, [th, tw]) = windows.spots(h, w);
-    let min = min_input_side(model.config());
-    if th.min(tw) < min {
-        return Err(InferError::Windows(format!(
-            "windows of {th}x{tw} pixels (image {h}x{w}, tile {}x{}) are smaller than the {min}x{min} \
-             this model needs; use larger windows, or pad the image to at least {min} pixels a side",
-            windows.tile[0], windows.tile[1]
-        )));
+    let plan = WindowPlan::new(model, [c, h, w], windows)?;
+    let mut blender = Blender::new(plan.k, h, w);
+    for &y0 in &plan.ys {
+        // [C, H, W] -> the window row's [C, th, W]
+        let rows: Vec<f32> = (0..c)
+            .flat_map(|band| &pixels[(band * h + y0) * w..(band * h + y0 + plan.th) * w])
+            .copied()
+            .collect();
+        plan.window_row(model, &rows, device, |x0, logits| {
+            blender.add(logits, y0, x0, plan.th, plan.tw)
+        })?;
     }
-    let mut blender = Blender::new(k, h, w);
-    for group in spots.chunks(windows.batch) {
-        let mut batch = Vec::with_capacity(group.len() * c * th * tw);
-        for &(y0, x0) in group {
-            for band in 0..c {
-                for y in y0..y0 + th {
-                    let row = (band * h + y) * w;
-                    batch.extend_from_slice(&pixels[row + x0..row + x0 + tw]);
+    Ok(blender.finish())
+}
+
+/// [`predict_windows`] in bounded memory, for scenes of any size: `read_rows(y0, n)` gives the
+/// preprocessed pixels of rows `y0..y0 + n` (`[C, n, W]`; rows shared by two rows of windows
+/// are asked for twice), and `emit(y0, logits, n)` receives the blended logits of rows
+/// `y0..y0 + n` (`[classes, n, W]`) as soon as no later window touches them, top to bottom,
+/// every row once. At most one row of windows plus its stride of rows is held, whatever `H`.
+pub fn predict_streaming<B, E>(
+    model: &Segformer<B>,
+    [c, h, w]: [usize; 3],
+    windows: &Windows,
+    device: &B::Device,
+    mut read_rows: impl FnMut(usize, usize) -> Result<Vec<f32>, E>,
+    mut emit: impl FnMut(usize, &[f32], usize) -> Result<(), E>,
+) -> Result<(), E>
+where
+    B: Backend,
+    E: From<InferError>,
+{
+    let plan = WindowPlan::new(model, [c, h, w], windows)?;
+    let mut band = RowBlender::new(plan.k, w);
+    for (r, &y0) in plan.ys.iter().enumerate() {
+        let rows = read_rows(y0, plan.th)?;
+        if rows.len() != c * plan.th * w {
+            return Err(InferError::Shape(format!(
+                "rows {y0}..{} came as {} floats, not [{c}, {}, {w}]",
+                y0 + plan.th,
+                rows.len(),
+                plan.th
+            ))
+            .into());
+        }
+        band.reach(y0 + plan.th);
+        plan.window_row(model, &rows, device, |x0, logits| {
+            band.add(logits, y0, x0, plan.th, plan.tw)
+        })?;
+        // Rows above the next row of windows are final.
+        let done = plan.ys.get(r + 1).copied().unwrap_or(h);
+        if done > band.base {
+            let n = done - band.base;
+            let (top, logits) = band.flush(n);
+            emit(top, &logits, n)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where the windows of an image go, checked against the model.
+struct WindowPlan {
+    c: usize,
+    w: usize,
+    k: usize,
+    th: usize,
+    tw: usize,
+    ys: Vec<usize>,
+    xs: Vec<usize>,
+    batch: usize,
+}
+
+impl WindowPlan {
+    fn new<B: Backend>(
+        model: &Segformer<B>,
+        [c, h, w]: [usize; 3],
+        windows: &Windows,
+    ) -> Result<Self, InferError> {
+        let bands = model.config().num_channels;
+        if c != bands || h == 0 || w == 0 {
+            return Err(InferError::Shape(format!(
+                "pixel values of shape [{c}, {h}, {w}] for a model that takes {bands} channels"
+            )));
+        }
+        let (th, tw) = (windows.tile[0].min(h), windows.tile[1].min(w));
+        let min = min_input_side(model.config());
+        if th.min(tw) < min {
+            return Err(InferError::Windows(format!(
+                "windows of {th}x{tw} pixels (image {h}x{w}, tile {}x{}) are smaller than the {min}x{min} \
+                 this model needs; use larger windows, or pad the image to at least {min} pixels a side",
+                windows.tile[0], windows.tile[1]
+            )));
+        }
+        Ok(Self {
+            c,
+            w,
+            k: model.num_labels(),
+            th,
+            tw,
+            ys: origins(h, th, windows.overlap),
+            xs: origins(w, tw, windows.overlap),
+            batch: windows.batch,
+        })
+    }
+
+    /// Runs the windows of one row of windows, `self.batch` at a time, and hands each window's
+    /// upsampled logits (`[k, th, tw]`) to `add` with its left edge.
+    ///
+    /// # Shapes
+    /// - rows: `[C, th, W]`, the window row's pixels
+    fn window_row<B: Backend>(
+        &self,
+        model: &Segformer<B>,
+        rows: &[f32],
+        device: &B::Device,
+        mut add: impl FnMut(usize, &[f32]),
+    ) -> Result<(), InferError> {
+        let (c, th, tw, w) = (self.c, self.th, self.tw, self.w);
+        for group in self.xs.chunks(self.batch.max(1)) {
+            let mut batch = Vec::with_capacity(group.len() * c * th * tw);
+            for &x0 in group {
+                for band in 0..c {
+                    for y in 0..th {
+                        let row = (band * th + y) * w;
+                        batch.extend_from_slice(&rows[row + x0..row + x0 + tw]);
+                    }
+                }
+            }
+            let x =
+                Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
+            // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
+            let logits = segformer::resize_bilinear(model.forward(x), [th, tw]);
+            let values: Vec<f32> = host(logits, "logits")?;
+            let size = self.k * th * tw;
+            for (i, &x0) in group.iter().enumerate() {
+                add(x0, &values[i * size..(i + 1) * size]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// [`Blender`] over a moving band of rows: rows `base..base + held` of a `width`-wide image,
+/// stored row-major as `[row][class][x]` so that finished rows leave from the front.
+struct RowBlender {
+    classes: usize,
+    width: usize,
+    base: usize,
+    held: usize,
+    sum: Vec<f32>,
+    weight: Vec<f32>,
+}
+
+impl RowBlender {
+    fn new(classes: usize, width: usize) -> Self {
+        Self {
+            classes,
+            width,
+            base: 0,
+            held: 0,
+            sum: Vec::new(),
+            weight: Vec::new(),
+        }
+    }
+
+    /// Holds rows up to `end` (exclusive), new ones empty.
+    fn reach(&mut self, end: usize) {
+        if end > self.base + self.held {
+            self.held = end - self.base;
+            self.sum.resize(self.held * self.classes * self.width, 0.0);
+            self.weight.resize(self.held * self.width, 0.0);
+        }
+    }
+
+    /// [`Blender::add`] with the same arithmetic, so both give the same bits.
+    fn add(&mut self, logits: &[f32], y0: usize, x0: usize, th: usize, tw: usize) {
+        let (wy, wx) = (hann(th), hann(tw));
+        let (k, width) = (self.classes, self.width);
+        for y in 0..th {
+            let r = y0 + y - self.base;
+            for x in 0..tw {
+                let w = wy[y] * wx[x];
+                self.weight[r * width + x0 + x] += w;
+                for c in 0..k {
+                    self.sum[(r * k + c) * width + x0 + x] += w * logits[(c * th + y) * tw + x];
                 }
             }
         }
-        let x = Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
-        // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
-        let logits = segformer::resize_bilinear(model.forward(x), [th, tw]);
-        let values: Vec<f32> = host(logits, "logits")?;
-        let size = k * th * tw;
-        for (i, &(y0, x0)) in group.iter().enumerate() {
-            blender.add(&values[i * size..(i + 1) * size], y0, x0, th, tw);
-        }
     }
-    Ok(blender.finish())
+
+    /// Removes the first `n` rows; returns their first row and their blended logits
+    /// (`[classes, n, width]`).
+    fn flush(&mut self, n: usize) -> (usize, Vec<f32>) {
+        let (k, width) = (self.classes, self.width);
+        let mut out = vec![0.0; k * n * width];
+        for r in 0..n {
+            for c in 0..k {
+                for x in 0..width {
+                    out[(c * n + r) * width + x] =
+                        self.sum[(r * k + c) * width + x] / self.weight[r * width + x];
+                }
+            }
+        }
+        self.sum.drain(..n * k * width);
+        self.weight.drain(..n * width);
+        let top = self.base;
+        self.base += n;
+        self.held -= n;
+        (top, out)
+    }
 }
 
 /// Window origins along an axis of `len` pixels: windows of `tile` (at most `len`) with a stride
@@ -286,6 +466,53 @@ mod tests {
             .fold(0.0f32, f32::max);
         assert!(worst < 1e-5, "worst {worst}");
         assert_eq!(one.spots(40, 64).0.len(), 2 * 3);
+    }
+
+    #[test]
+    fn streaming_gives_the_in_memory_logits_bit_for_bit() {
+        let model = tiny_model();
+        let device = Default::default();
+        let (h, w) = (150, 70);
+        let px = pixels(3, h, w);
+        let windows = Windows::new([48, 40], Some(12), 2).unwrap();
+        let whole = predict_windows(&model, &px, [3, h, w], &windows, &device).unwrap();
+        let mut streamed = vec![f32::NAN; whole.len()];
+        let (mut next, mut calls, mut max_rows) = (0, 0, 0);
+        predict_streaming::<Flex, InferError>(
+            &model,
+            [3, h, w],
+            &windows,
+            &device,
+            |y0, n| {
+                calls += 1;
+                Ok((0..3)
+                    .flat_map(|b| &px[(b * h + y0) * w..(b * h + y0 + n) * w])
+                    .copied()
+                    .collect())
+            },
+            |y0, logits, n| {
+                assert_eq!(y0, next, "rows arrive in order, each once");
+                next += n;
+                max_rows = max_rows.max(n);
+                for c in 0..3 {
+                    for r in 0..n {
+                        let dst = (c * h + y0 + r) * w;
+                        streamed[dst..dst + w]
+                            .copy_from_slice(&logits[(c * n + r) * w..(c * n + r + 1) * w]);
+                    }
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(next, h, "every row emitted");
+        assert_eq!(calls, origins(h, 48, 12).len());
+        assert!(max_rows <= 48, "{max_rows} rows held at once");
+        let same = whole
+            .iter()
+            .zip(&streamed)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "streamed logits differ from the in-memory blend");
     }
 
     #[test]
