@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 mod audit;
+mod cog;
 mod dataset;
 mod error;
 mod fsutil;
@@ -74,6 +75,7 @@ mod tiff_write;
 
 pub use audit::{AuditReport, SplitAudit};
 pub use burn_dataset::Dataset;
+pub use cog::{CogOptions, CogWriter, OverviewResampling};
 pub use dataset::{SampleError, SampleResult, SegDataset};
 pub use error::TilesError;
 pub use io::{read_image, read_mask, write_mask_png, write_png};

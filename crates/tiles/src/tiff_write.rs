@@ -72,7 +72,7 @@ impl TiffOptions {
     }
 }
 
-fn bytes_per_sample(kind: SampleKind) -> usize {
+pub(crate) fn bytes_per_sample(kind: SampleKind) -> usize {
     match kind {
         SampleKind::U8 => 1,
         SampleKind::U16 => 2,
@@ -244,7 +244,7 @@ fn write_chunks<W: Write + Seek, K: TiffKind>(
 
 /// The tags that describe the image's size, samples, compression and chunk layout; returns
 /// the offset and byte-count tags of that layout.
-fn write_layout_tags<W: Write + Seek, K: TiffKind>(
+pub(crate) fn write_layout_tags<W: Write + Seek, K: TiffKind>(
     dir: &mut DirectoryEncoder<'_, W, K>,
     shape: &RasterShape,
     options: &TiffOptions,
@@ -286,7 +286,7 @@ fn write_layout_tags<W: Write + Seek, K: TiffKind>(
     Ok((offset_tag, count_tag))
 }
 
-fn write_geo_tags<W: Write + Seek, K: TiffKind>(
+pub(crate) fn write_geo_tags<W: Write + Seek, K: TiffKind>(
     dir: &mut DirectoryEncoder<'_, W, K>,
     g: &GeoRef,
 ) -> tiff::TiffResult<()> {
@@ -335,7 +335,7 @@ fn gdal_nodata_string(nd: f64) -> String {
     }
 }
 
-fn cut_padded(
+pub(crate) fn cut_padded(
     data: &RasterData,
     width: usize,
     bands: usize,
@@ -373,13 +373,24 @@ fn write_chunk<W: Write + Seek, K: TiffKind>(
     offsets: &mut Vec<u64>,
     counts: &mut Vec<u64>,
 ) -> tiff::TiffResult<()> {
-    // Samples go out in native byte order, which is the order the encoder declares in the header.
+    let bytes = compress_chunk(data, compression)?;
+    offsets.push(dir.write_data(&bytes[..])?);
+    counts.push(bytes.len() as u64);
+    Ok(())
+}
+
+/// One chunk's samples as stored: native byte order (the order the encoder declares in the
+/// header), then compressed.
+pub(crate) fn compress_chunk(
+    data: &RasterData,
+    compression: Compression,
+) -> std::io::Result<Vec<u8>> {
     let bytes: Vec<u8> = match data {
         RasterData::U8(v) => v.clone(),
         RasterData::U16(v) => v.iter().flat_map(|s| s.to_ne_bytes()).collect(),
         RasterData::F32(v) => v.iter().flat_map(|s| s.to_ne_bytes()).collect(),
     };
-    let bytes = match compression {
+    Ok(match compression {
         Compression::None => bytes,
         Compression::Deflate => {
             let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -389,8 +400,5 @@ fn write_chunk<W: Write + Seek, K: TiffKind>(
         Compression::Lzw => weezl::encode::Encoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8)
             .encode(&bytes)
             .map_err(|e| std::io::Error::other(e.to_string()))?,
-    };
-    offsets.push(dir.write_data(&bytes[..])?);
-    counts.push(bytes.len() as u64);
-    Ok(())
+    })
 }
