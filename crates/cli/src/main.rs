@@ -19,6 +19,7 @@ mod npy;
 mod plan;
 mod predict;
 mod prepare;
+mod scene;
 mod train_cmd;
 
 use std::io::Write as _;

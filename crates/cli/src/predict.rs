@@ -13,6 +13,7 @@ use tiles::{GeoRef, Mask, Raster, RasterData};
 use crate::device::{DeviceArg, KernelsArg, on_device};
 use crate::model_source::ModelSource;
 use crate::npy;
+use crate::scene::{NODATA_CLASS, SceneJob, SceneOutputs, predict_scene};
 use infer::{Windows, class_colour, classes_of, predict_windows, probabilities};
 
 /// Arguments of `segfit predict`.
@@ -125,6 +126,26 @@ fn predict_on<B: Backend>(
         )?;
     }
     for (i, file) in files.iter().enumerate() {
+        // GeoTIFF scenes stream in bounded memory unless an output needs the whole scene.
+        if is_tiff(file) && args.logits.is_none() && !args.overlay {
+            let job = SceneJob {
+                file,
+                out_dir: &args.output,
+                nodata: args.nodata,
+                probabilities: args.probabilities,
+                windows: &windows,
+                processor: &processor,
+            };
+            let written = predict_scene(&model, &job, device)?;
+            eprintln!(
+                "[{}/{}] {} -> {}",
+                i + 1,
+                files.len(),
+                file.display(),
+                written.display()
+            );
+            continue;
+        }
         let (image, geo) =
             tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
         let nodata = args.nodata.or(geo.as_ref().and_then(|g| g.nodata));
@@ -251,13 +272,9 @@ fn predict_tensor<B: Backend>(
     Ok(())
 }
 
-/// The class-map value of nodata input pixels: never a class index, since a model has at most
-/// 255 classes when nodata is in play (see [`check_nodata_room`]).
-const NODATA_CLASS: u8 = 255;
-
 /// Fails when a `k`-class model uses [`NODATA_CLASS`] as a class index; `source` says where the
 /// nodata value came from, `fix` how to do without it.
-fn check_nodata_room(k: usize, source: &str, fix: &str) -> Result<()> {
+pub(crate) fn check_nodata_room(k: usize, source: &str, fix: &str) -> Result<()> {
     ensure!(
         k <= NODATA_CLASS as usize,
         "{source}: nodata pixels get {NODATA_CLASS} in the class map, but this model's {k} classes \
@@ -288,52 +305,68 @@ fn write_outputs(
             *c = NODATA_CLASS;
         }
     }
-    let with_nodata = |value: f64| {
-        geo.map(|g| GeoRef {
-            nodata: nodata.map(|_| value),
-            ..g.clone()
-        })
-    };
-    let tiff = is_tiff(file);
-    let out = args
-        .output
-        .join(format!("{stem}.{}", if tiff { "tif" } else { "png" }));
-    if tiff {
-        let raster = Raster::new(w, h, 1, RasterData::U8(classes.clone()))
-            .expect("mask sized from the image");
-        tiles::write_geotiff(&out, &raster, with_nodata(NODATA_CLASS as f64).as_ref())
+    let out = if is_tiff(file) {
+        let (mut outputs, out) = SceneOutputs::create(
+            &args.output,
+            &stem,
+            [h, w],
+            k,
+            geo,
+            nodata.is_some(),
+            args.probabilities,
+        )?;
+        outputs.write_rows(logits, h, holes.as_deref())?;
+        outputs
+            .finish()
+            .with_context(|| format!("writing {}", out.display()))?;
+        out
     } else {
+        let out = args.output.join(format!("{stem}.png"));
         tiles::write_mask_png(
             &out,
             &Mask::new(w, h, classes.clone()).expect("mask sized from the image"),
         )
-    }
-    .with_context(|| format!("writing {}", out.display()))?;
-    if args.probabilities {
-        let chw = probabilities(logits, k, h * w);
-        // [k, H, W] -> [H, W, k]
-        let hwc: Vec<f32> = (0..h * w)
-            .flat_map(|i| (0..k).map(move |c| (c, i)))
-            .map(|(c, i)| {
-                if is_hole(i) {
-                    f32::NAN
-                } else {
-                    chw[c * h * w + i]
-                }
-            })
-            .collect();
-        let raster =
-            Raster::new(w, h, k, RasterData::F32(hwc)).expect("probabilities sized from the image");
-        let path = args.output.join(format!("{stem}_prob.tif"));
-        tiles::write_geotiff(&path, &raster, with_nodata(f64::NAN).as_ref())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+        .with_context(|| format!("writing {}", out.display()))?;
+        if args.probabilities {
+            let path = args.output.join(format!("{stem}_prob.tif"));
+            let raster = Raster::new(
+                w,
+                h,
+                k,
+                RasterData::F32(probabilities_hwc(logits, k, h * w, &is_hole)),
+            )
+            .expect("probabilities sized from the image");
+            tiles::write_geotiff(&path, &raster, None)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        out
+    };
     if args.overlay {
         let path = args.output.join(format!("{stem}_overlay.png"));
         tiles::write_png(&path, &overlay(image, &classes, holes.as_deref()))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(out)
+}
+
+/// Softmax probabilities as `[H, W, k]` pixels, NaN where `is_hole`.
+fn probabilities_hwc(
+    logits: &[f32],
+    k: usize,
+    plane: usize,
+    is_hole: &dyn Fn(usize) -> bool,
+) -> Vec<f32> {
+    let chw = probabilities(logits, k, plane);
+    (0..plane)
+        .flat_map(|i| (0..k).map(move |c| (c, i)))
+        .map(|(c, i)| {
+            if is_hole(i) {
+                f32::NAN
+            } else {
+                chw[c * plane + i]
+            }
+        })
+        .collect()
 }
 
 /// The image (first three bands, contrast-stretched unless 8-bit, over its valid pixels) with
@@ -418,7 +451,7 @@ fn is_tiff(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("tif") || e.eq_ignore_ascii_case("tiff"))
 }
 
-fn stem_of(path: &Path) -> String {
+pub(crate) fn stem_of(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into())

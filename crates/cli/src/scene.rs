@@ -1,0 +1,228 @@
+//! `segfit predict` on GeoTIFF scenes of any size, in bounded memory: the scene is read a band
+//! of rows at a time ([`tiles::ChunkedReader`]), blended by [`infer::predict_streaming`], and
+//! the class map (and the probabilities) written as it is finished, as tiled (512×512),
+//! Deflate-compressed GeoTIFFs with internal overviews ([`tiles::CogWriter`]). Peak memory
+//! depends on the window and the scene's width, not on its height.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, ensure};
+use augment::SegformerProcessor;
+use burn::tensor::backend::Backend;
+use infer::{Windows, classes_of, predict_streaming, probabilities};
+use segformer::Segformer;
+use tiles::{
+    ChunkedReader, CogOptions, CogWriter, GeoRef, OverviewResampling, RasterData, RasterShape,
+    SampleKind,
+};
+
+/// The class value of nodata pixels: never a class index, declared as the class map's
+/// `GDAL_NODATA` (models with more than 255 classes are refused when nodata is in play).
+pub const NODATA_CLASS: u8 = 255;
+
+/// The GeoTIFF outputs of one scene, written row band by row band.
+pub struct SceneOutputs {
+    classes: CogWriter,
+    probabilities: Option<CogWriter>,
+    k: usize,
+    width: usize,
+}
+
+impl SceneOutputs {
+    /// Starts `<out_dir>/<stem>.tif` (u8 class indices, [`NODATA_CLASS`] on nodata pixels) and,
+    /// with `probabilities`, `<stem>_prob.tif` (f32, one band per class, NaN on nodata pixels).
+    /// Both carry `geo` with their own nodata value, never the input's: with nodata = 0, GIS
+    /// tools would hide class 0. Returns the class map's path too.
+    pub fn create(
+        out_dir: &Path,
+        stem: &str,
+        [height, width]: [usize; 2],
+        k: usize,
+        geo: Option<&GeoRef>,
+        nodata: bool,
+        probabilities: bool,
+    ) -> Result<(Self, PathBuf)> {
+        let with_nodata = |value: f64| {
+            geo.map(|g| GeoRef {
+                nodata: nodata.then_some(value),
+                ..g.clone()
+            })
+        };
+        let path = out_dir.join(format!("{stem}.tif"));
+        let shape = RasterShape {
+            width,
+            height,
+            bands: 1,
+            kind: SampleKind::U8,
+        };
+        // Class indices are labels: overviews pick a pixel, never average two classes.
+        let nearest = CogOptions {
+            resampling: OverviewResampling::Nearest,
+            ..Default::default()
+        };
+        let classes = CogWriter::create(
+            &path,
+            shape,
+            with_nodata(NODATA_CLASS as f64).as_ref(),
+            nearest,
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+        let probabilities = if probabilities {
+            let prob_path = out_dir.join(format!("{stem}_prob.tif"));
+            let shape = RasterShape {
+                bands: k,
+                kind: SampleKind::F32,
+                ..shape
+            };
+            let average = CogOptions {
+                resampling: OverviewResampling::Average,
+                ..Default::default()
+            };
+            let writer =
+                CogWriter::create(&prob_path, shape, with_nodata(f64::NAN).as_ref(), average)
+                    .with_context(|| format!("writing {}", prob_path.display()))?;
+            Some(writer)
+        } else {
+            None
+        };
+        let outputs = Self {
+            classes,
+            probabilities,
+            k,
+            width,
+        };
+        Ok((outputs, path))
+    }
+
+    /// Writes the next `n` rows from their blended logits (`[k, n, W]`); `holes` marks their
+    /// nodata pixels (`[n, W]`).
+    pub fn write_rows(&mut self, logits: &[f32], n: usize, holes: Option<&[bool]>) -> Result<()> {
+        let plane = n * self.width;
+        let is_hole = |i: usize| holes.is_some_and(|h| h[i]);
+        let mut classes = classes_of(logits, self.k, plane);
+        for (i, c) in classes.iter_mut().enumerate() {
+            if is_hole(i) {
+                *c = NODATA_CLASS;
+            }
+        }
+        self.classes.write_rows(&RasterData::U8(classes))?;
+        if let Some(writer) = &mut self.probabilities {
+            let chw = probabilities(logits, self.k, plane);
+            let k = self.k;
+            // [k, n, W] -> [n, W, k]
+            let hwc: Vec<f32> = (0..plane)
+                .flat_map(|i| (0..k).map(move |c| (c, i)))
+                .map(|(c, i)| {
+                    if is_hole(i) {
+                        f32::NAN
+                    } else {
+                        chw[c * plane + i]
+                    }
+                })
+                .collect();
+            writer.write_rows(&RasterData::F32(hwc))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the overviews and moves the files into place.
+    pub fn finish(self) -> Result<()> {
+        self.classes.finish()?;
+        if let Some(p) = self.probabilities {
+            p.finish()?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`predict_scene`] needs besides the model.
+pub struct SceneJob<'a> {
+    /// The GeoTIFF scene.
+    pub file: &'a Path,
+    /// Where the outputs go.
+    pub out_dir: &'a Path,
+    /// `--nodata` (else the scene's own `GDAL_NODATA` is used).
+    pub nodata: Option<f64>,
+    /// Also write the probabilities.
+    pub probabilities: bool,
+    /// The windows.
+    pub windows: &'a Windows,
+    /// The model's preprocessing.
+    pub processor: &'a SegformerProcessor,
+}
+
+/// Predicts a GeoTIFF scene in bounded memory; returns the class map's path. The class map is
+/// the one the in-memory path gives, pixel for pixel ([`infer::predict_streaming`] blends to
+/// the same bits as [`infer::predict_windows`]).
+pub fn predict_scene<B: Backend>(
+    model: &Segformer<B>,
+    job: &SceneJob<'_>,
+    device: &B::Device,
+) -> Result<PathBuf> {
+    let file = job.file;
+    let reader =
+        ChunkedReader::open(file).with_context(|| format!("reading {}", file.display()))?;
+    let (w, h, bands) = (reader.width(), reader.height(), reader.bands());
+    let channels = model.config().num_channels;
+    ensure!(
+        bands == channels,
+        "{} has {bands} bands but the model takes {channels}; predict on images like the training ones",
+        file.display()
+    );
+    let geo = reader.geo().cloned();
+    let k = model.num_labels();
+    let nodata = job.nodata.or(geo.as_ref().and_then(|g| g.nodata));
+    if let (None, Some(nd)) = (job.nodata, nodata) {
+        crate::predict::check_nodata_room(
+            k,
+            &format!("{} declares GDAL_NODATA {nd}", file.display()),
+            "unset it (gdal_edit.py -unsetnodata)",
+        )?;
+    }
+    let stem = crate::predict::stem_of(file);
+    let (mut outputs, path) = SceneOutputs::create(
+        job.out_dir,
+        &stem,
+        [h, w],
+        k,
+        geo.as_ref(),
+        nodata.is_some(),
+        job.probabilities,
+    )?;
+    let reader = RefCell::new(reader);
+    let read = |y0: usize, n: usize| {
+        reader
+            .borrow_mut()
+            .read_window(0, y0, w, n)
+            .with_context(|| format!("reading rows {y0}..{} of {}", y0 + n, file.display()))
+    };
+    predict_streaming(
+        model,
+        [bands, h, w],
+        job.windows,
+        device,
+        |y0, n| -> Result<Vec<f32>> {
+            let rows = read(y0, n)?;
+            let processed = job
+                .processor
+                .process(&rows, None)
+                .with_context(|| format!("preprocessing {}", file.display()))?;
+            Ok(processed.pixel_values)
+        },
+        |y0, logits, n| -> Result<()> {
+            // The rows' nodata pixels, read again: cheaper than keeping them since they were read.
+            let holes = match nodata {
+                Some(nd) => Some(tiles::nodata_pixels(&read(y0, n)?, nd)),
+                None => None,
+            };
+            outputs
+                .write_rows(logits, n, holes.as_deref())
+                .with_context(|| format!("writing {}", path.display()))
+        },
+    )?;
+    outputs
+        .finish()
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
