@@ -139,7 +139,7 @@ impl CogWriter {
             ));
         }
         let t = options.tile;
-        if t == 0 || t % 16 != 0 {
+        if t == 0 || !t.is_multiple_of(16) {
             return Err(TilesError::option(
                 "tile",
                 t,
@@ -207,7 +207,10 @@ impl CogWriter {
         })
     }
 
-    /// The next rows, top to bottom, band-interleaved `[rows, width, bands]` of the shape's kind; any number of whole rows per call.
+    /// The next rows, top to bottom, band-interleaved `[rows, width, bands]` of the shape's
+    /// kind; any number of whole rows per call. Rows past the image's height, another sample
+    /// kind or a partial row are an [`TilesError::InvalidInput`] (the writer stays usable after
+    /// those; after an IO failure every later call fails).
     pub fn write_rows(&mut self, rows: &RasterData) -> Result<(), TilesError> {
         let path = &self.path;
         if self.failed {
@@ -217,7 +220,7 @@ impl CogWriter {
             ));
         }
         let row_len = self.shape.width * self.shape.bands;
-        if rows.kind() != self.shape.kind || rows.len() % row_len != 0 {
+        if rows.kind() != self.shape.kind || !rows.len().is_multiple_of(row_len) {
             return Err(TilesError::input(
                 path,
                 format!(
@@ -560,4 +563,89 @@ fn decimate_t<T: Sample>(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(path: &Path) -> Vec<(u32, u32, Vec<f32>)> {
+        let mut dec = tiff::decoder::Decoder::new(File::open(path).unwrap()).unwrap();
+        let mut out = Vec::new();
+        loop {
+            let (w, h) = dec.dimensions().unwrap();
+            let tiff::decoder::DecodingResult::F32(v) = dec.read_image().unwrap() else {
+                panic!("not f32");
+            };
+            out.push((w, h, v));
+            if !dec.more_images() {
+                return out;
+            }
+            dec.next_image().unwrap();
+        }
+    }
+
+    /// 5×3 f32 with NaN and nodata (-1): odd edges, NaN and nodata skipped, all-invalid kept.
+    fn write_small(path: &Path, big: bool) {
+        let shape = RasterShape {
+            width: 5,
+            height: 3,
+            bands: 1,
+            kind: SampleKind::F32,
+        };
+        let geo = GeoRef {
+            transform: [0.0, 1.0, 0.0, 0.0, 0.0, -1.0],
+            geo_key_directory: None,
+            geo_double_params: None,
+            geo_ascii_params: None,
+            nodata: Some(-1.0),
+        };
+        let options = CogOptions {
+            tile: 16,
+            resampling: OverviewResampling::Average,
+            min_overview: 1,
+            ..CogOptions::default()
+        };
+        let mut w = CogWriter::create(path, shape, Some(&geo), options).unwrap();
+        w.big = big;
+        let nan = f32::NAN;
+        w.write_rows(&RasterData::F32(vec![
+            1.0, 2.0, nan, -1.0, 7.0, 3.0, 6.0, -1.0, nan, 8.0,
+        ]))
+        .unwrap();
+        w.write_rows(&RasterData::F32(vec![4.0, -1.0, -1.0, -1.0, 9.0]))
+            .unwrap();
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn average_skips_nan_and_nodata_and_uses_what_exists_at_odd_edges() {
+        let dir = tempfile::tempdir().unwrap();
+        for big in [false, true] {
+            let path = dir.path().join(format!("small_{big}.tif"));
+            write_small(&path, big);
+            let bytes = std::fs::read(&path).unwrap();
+            // Classic TIFF has version 42, BigTIFF 43 (little or big endian).
+            assert!(
+                bytes[2..4] == [if big { 43 } else { 42 }, 0]
+                    || bytes[2..4] == [0, if big { 43 } else { 42 }]
+            );
+            let levels = read_all(&path);
+            assert_eq!(levels.len(), 4, "5x3, 3x2, 2x1, 1x1");
+            let dims: Vec<_> = levels.iter().map(|l| (l.0, l.1)).collect();
+            assert_eq!(dims, [(5, 3), (3, 2), (2, 1), (1, 1)]);
+            // Level 1: (1+2+3+6)/4, all invalid (top-left NaN kept), (7+8)/2; 4 (nodata
+            // skipped), all nodata (-1 kept), 9.
+            let l1 = &levels[1].2;
+            assert_eq!(l1[0], 3.0);
+            assert!(l1[1].is_nan(), "all invalid: the top-left NaN is kept");
+            assert_eq!(l1[2], 7.5);
+            assert_eq!(&l1[3..], [4.0, -1.0, 9.0]);
+            assert_eq!(levels[2].2, [3.5, 8.25]);
+            assert_eq!(levels[3].2, [5.875]);
+            let (back, g) = crate::read_image(&path).unwrap();
+            assert_eq!((back.width, back.height), (5, 3));
+            assert_eq!(g.unwrap().nodata, Some(-1.0));
+        }
+    }
 }

@@ -32,7 +32,11 @@ fn values(n: usize, seed: u64, max: u64) -> Vec<u64> {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
-            if s % 11 == 0 { 0 } else { s % (max + 1) }
+            if s.is_multiple_of(11) {
+                0
+            } else {
+                s % (max + 1)
+            }
         })
         .collect()
 }
@@ -68,11 +72,8 @@ fn decimate(
                     }
                 }
                 let n = valid.len() as u64;
-                *o = if n == 0 {
-                    first
-                } else {
-                    (valid.iter().sum::<u64>() + n / 2) / n
-                };
+                let sum = valid.iter().sum::<u64>() + n / 2;
+                *o = sum.checked_div(n).unwrap_or(first);
             }
         }
     }
