@@ -1,6 +1,7 @@
 //! `cargo xtask bench speed|memory|pipeline [ARGS…]`: the benchmark programs of the train
 //! crate (training/inference speed, memory) and of augment (the data pipeline), built in
-//! release (benchmarks measure optimised code; they are never timed tests).
+//! release (benchmarks measure optimised code; they are never timed tests). `bench predict`
+//! drives the segfit binary itself, next to PyTorch: its own module, [`crate::bench_predict`].
 
 use std::process::Command;
 
@@ -17,8 +18,10 @@ pub fn run(args: &[String]) -> Result<()> {
         "speed" => ("train", "bench_speed"),
         "memory" => ("train", "bench_memory"),
         "pipeline" => ("augment", "bench"),
+        "predict" => return crate::bench_predict::run(rest),
         other => bail!(
-            "unknown benchmark `{other}`; use `cargo xtask bench speed`, `memory` or `pipeline`"
+            "unknown benchmark `{other}`; use `cargo xtask bench speed`, `memory`, `pipeline` \
+             or `predict`"
         ),
     };
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

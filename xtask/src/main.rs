@@ -5,9 +5,10 @@
 //!   (the same code as `segfit prepare`; other flags are passed through).
 //! - `cargo xtask train [--config FILE] [--set K=V…] [--device D]`: prepares the synthetic set
 //!   when the config's data is missing, then trains into `runs/<config name>`.
-//! - `cargo xtask bench speed|memory|pipeline [ARGS…]`: the benchmarks, in release.
+//! - `cargo xtask bench speed|memory|pipeline|predict [ARGS…]`: the benchmarks, in release.
 
 mod bench;
+mod bench_predict;
 mod prepare;
 mod segfit;
 mod train;
@@ -46,7 +47,12 @@ commands:
                      when a Python with torch + transformers is given
   bench memory [ARGS…]
                      peak memory of real training steps, measured vs the planner's prediction
-  bench pipeline     augmentation + processor throughput on 512² tiles (augment/BENCH.md)";
+  bench pipeline     augmentation + processor throughput on 512² tiles (augment/BENCH.md)
+  bench predict [--sizes 2000,8000,20000] [--python PY] [--keep DIR] [--json FILE]
+                     `segfit predict` on 4-band u16 GeoTIFF scenes (MiT-B0, window 512,
+                     overlap 128): wall time, MP/s and peak RSS, next to
+                     crates/cli/bench/pytorch_predict.py when PY (default python3) has torch +
+                     transformers + tifffile, and the share of pixels whose classes agree";
 
 /// The workspace root (xtask lives one level below it).
 pub fn project_root() -> PathBuf {
