@@ -1,8 +1,9 @@
-//! `segfit predict` on GeoTIFF scenes of any size, in bounded memory: the scene is read a band
-//! of rows at a time ([`tiles::ChunkedReader`]), blended by [`infer::predict_streaming`], and
+//! `segfit predict` on GeoTIFF scenes of any size, in bounded memory: the scene is read a
+//! window at a time ([`tiles::ChunkedReader`]), blended by [`infer::predict_streaming`], and
 //! the class map (and the probabilities) written as it is finished, as tiled (512×512),
 //! Deflate-compressed GeoTIFFs with internal overviews ([`tiles::CogWriter`]). Peak memory
-//! depends on the window and the scene's width, not on its height.
+//! depends on the window, the batch and the scene's width (the blend of one row of windows),
+//! not on its height.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -191,29 +192,34 @@ pub fn predict_scene<B: Backend>(
         job.probabilities,
     )?;
     let reader = RefCell::new(reader);
-    let read = |y0: usize, n: usize| {
+    let read = |[y0, x0]: [usize; 2], [rh, rw]: [usize; 2]| {
         reader
             .borrow_mut()
-            .read_window(0, y0, w, n)
-            .with_context(|| format!("reading rows {y0}..{} of {}", y0 + n, file.display()))
+            .read_window(x0, y0, rw, rh)
+            .with_context(|| {
+                format!(
+                    "reading the {rw}x{rh} window at ({x0}, {y0}) of {}",
+                    file.display()
+                )
+            })
     };
     predict_streaming(
         model,
         [bands, h, w],
         job.windows,
         device,
-        |y0, n| -> Result<Vec<f32>> {
-            let rows = read(y0, n)?;
+        |at, size| -> Result<Vec<f32>> {
+            let window = read(at, size)?;
             let processed = job
                 .processor
-                .process(&rows, None)
+                .process(&window, None)
                 .with_context(|| format!("preprocessing {}", file.display()))?;
             Ok(processed.pixel_values)
         },
         |y0, logits, n| -> Result<()> {
             // The rows' nodata pixels, read again: cheaper than keeping them since they were read.
             let holes = match nodata {
-                Some(nd) => Some(tiles::nodata_pixels(&read(y0, n)?, nd)),
+                Some(nd) => Some(tiles::nodata_pixels(&read([y0, 0], [n, w])?, nd)),
                 None => None,
             };
             outputs

@@ -113,29 +113,34 @@ pub fn predict_windows<B: Backend>(
     let plan = WindowPlan::new(model, [c, h, w], windows)?;
     let mut blender = Blender::new(plan.k, h, w);
     for &y0 in &plan.ys {
-        // [C, H, W] -> the window row's [C, th, W]
-        let rows: Vec<f32> = (0..c)
-            .flat_map(|band| &pixels[(band * h + y0) * w..(band * h + y0 + plan.th) * w])
-            .copied()
-            .collect();
-        plan.window_row(model, &rows, device, |x0, logits| {
-            blender.add(logits, y0, x0, plan.th, plan.tw)
+        let (th, tw) = (plan.th, plan.tw);
+        // [C, H, W] -> the window's [C, th, tw]
+        let window = |x0: usize| -> Result<Vec<f32>, InferError> {
+            Ok((0..c)
+                .flat_map(|band| (y0..y0 + th).map(move |y| (band * h + y) * w + x0))
+                .flat_map(|row| &pixels[row..row + tw])
+                .copied()
+                .collect())
+        };
+        plan.window_row(model, device, window, |x0, logits| {
+            blender.add(logits, y0, x0, th, tw)
         })?;
     }
     Ok(blender.finish())
 }
 
-/// [`predict_windows`] in bounded memory, for scenes of any size: `read_rows(y0, n)` gives the
-/// preprocessed pixels of rows `y0..y0 + n` (`[C, n, W]`; rows shared by two rows of windows
-/// are asked for twice), and `emit(y0, logits, n)` receives the blended logits of rows
-/// `y0..y0 + n` (`[classes, n, W]`) as soon as no later window touches them, top to bottom,
-/// every row once. At most one row of windows plus its stride of rows is held, whatever `H`.
+/// [`predict_windows`] in bounded memory, for scenes of any size: `read_window([y0, x0], [h, w])`
+/// gives the preprocessed pixels of one window (`[C, h, w]`, asked for as the window's batch
+/// is run), and `emit(y0, logits, n)` receives the blended logits of rows `y0..y0 + n`
+/// (`[classes, n, W]`) as soon as no later window touches them, top to bottom, every row once.
+/// What is held: one batch of windows and the blend of one row of windows plus its stride
+/// (`(tile + stride) · W · (classes + 1)` floats), whatever `H`.
 pub fn predict_streaming<B, E>(
     model: &Segformer<B>,
     [c, h, w]: [usize; 3],
     windows: &Windows,
     device: &B::Device,
-    mut read_rows: impl FnMut(usize, usize) -> Result<Vec<f32>, E>,
+    mut read_window: impl FnMut([usize; 2], [usize; 2]) -> Result<Vec<f32>, E>,
     mut emit: impl FnMut(usize, &[f32], usize) -> Result<(), E>,
 ) -> Result<(), E>
 where
@@ -145,19 +150,21 @@ where
     let plan = WindowPlan::new(model, [c, h, w], windows)?;
     let mut band = RowBlender::new(plan.k, w);
     for (r, &y0) in plan.ys.iter().enumerate() {
-        let rows = read_rows(y0, plan.th)?;
-        if rows.len() != c * plan.th * w {
-            return Err(InferError::Shape(format!(
-                "rows {y0}..{} came as {} floats, not [{c}, {}, {w}]",
-                y0 + plan.th,
-                rows.len(),
-                plan.th
-            ))
-            .into());
-        }
-        band.reach(y0 + plan.th);
-        plan.window_row(model, &rows, device, |x0, logits| {
-            band.add(logits, y0, x0, plan.th, plan.tw)
+        let (th, tw) = (plan.th, plan.tw);
+        band.reach(y0 + th);
+        let window = |x0: usize| -> Result<Vec<f32>, E> {
+            let pixels = read_window([y0, x0], [th, tw])?;
+            if pixels.len() != c * th * tw {
+                return Err(InferError::Shape(format!(
+                    "the window at ({x0}, {y0}) came as {} floats, not [{c}, {th}, {tw}]",
+                    pixels.len()
+                ))
+                .into());
+            }
+            Ok(pixels)
+        };
+        plan.window_row(model, device, window, |x0, logits| {
+            band.add(logits, y0, x0, th, tw)
         })?;
         // Rows above the next row of windows are final.
         let done = plan.ys.get(r + 1).copied().unwrap_or(h);
@@ -173,7 +180,6 @@ where
 /// Where the windows of an image go, checked against the model.
 struct WindowPlan {
     c: usize,
-    w: usize,
     k: usize,
     th: usize,
     tw: usize,
@@ -205,7 +211,6 @@ impl WindowPlan {
         }
         Ok(Self {
             c,
-            w,
             k: model.num_labels(),
             th,
             tw,
@@ -215,28 +220,21 @@ impl WindowPlan {
         })
     }
 
-    /// Runs the windows of one row of windows, `self.batch` at a time, and hands each window's
-    /// upsampled logits (`[k, th, tw]`) to `add` with its left edge.
-    ///
-    /// # Shapes
-    /// - rows: `[C, th, W]`, the window row's pixels
-    fn window_row<B: Backend>(
+    /// Runs the windows of one row of windows, `self.batch` at a time: `window(x0)` gives the
+    /// pixels of the window whose left edge is `x0` (`[C, th, tw]`), and `add` receives each
+    /// window's upsampled logits (`[k, th, tw]`) with its left edge.
+    fn window_row<B: Backend, E: From<InferError>>(
         &self,
         model: &Segformer<B>,
-        rows: &[f32],
         device: &B::Device,
+        mut window: impl FnMut(usize) -> Result<Vec<f32>, E>,
         mut add: impl FnMut(usize, &[f32]),
-    ) -> Result<(), InferError> {
-        let (c, th, tw, w) = (self.c, self.th, self.tw, self.w);
+    ) -> Result<(), E> {
+        let (c, th, tw) = (self.c, self.th, self.tw);
         for group in self.xs.chunks(self.batch.max(1)) {
             let mut batch = Vec::with_capacity(group.len() * c * th * tw);
             for &x0 in group {
-                for band in 0..c {
-                    for y in 0..th {
-                        let row = (band * th + y) * w;
-                        batch.extend_from_slice(&rows[row + x0..row + x0 + tw]);
-                    }
-                }
+                batch.extend(window(x0)?);
             }
             let x =
                 Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
@@ -483,10 +481,11 @@ mod tests {
             [3, h, w],
             &windows,
             &device,
-            |y0, n| {
+            |[y0, x0], [th, tw]| {
                 calls += 1;
                 Ok((0..3)
-                    .flat_map(|b| &px[(b * h + y0) * w..(b * h + y0 + n) * w])
+                    .flat_map(|b| (y0..y0 + th).map(move |y| (b * h + y) * w + x0))
+                    .flat_map(|row| &px[row..row + tw])
                     .copied()
                     .collect())
             },
@@ -506,7 +505,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(next, h, "every row emitted");
-        assert_eq!(calls, origins(h, 48, 12).len());
+        assert_eq!(calls, origins(h, 48, 12).len() * origins(w, 40, 12).len());
         assert!(max_rows <= 48, "{max_rows} rows held at once");
         let same = whole
             .iter()
