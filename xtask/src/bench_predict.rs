@@ -324,8 +324,10 @@ fn measure(cmd: &mut Command) -> Result<Usage> {
 fn agreement(segfit_tif: &Path, pytorch_npy: &Path) -> Result<(f64, f64)> {
     let file =
         File::open(segfit_tif).with_context(|| format!("opening {}", segfit_tif.display()))?;
+    // A 20000² class map is 400 MB, past the decoder's default buffer limit.
     let mut decoder = tiff::decoder::Decoder::new(BufReader::new(file))
-        .with_context(|| format!("reading {}", segfit_tif.display()))?;
+        .with_context(|| format!("reading {}", segfit_tif.display()))?
+        .with_limits(tiff::decoder::Limits::unlimited());
     let (w, h) = decoder.dimensions()?;
     let ours = match decoder
         .read_image()
