@@ -13,8 +13,10 @@ use tiles::{GeoRef, Mask, Raster, RasterData};
 use crate::device::{DeviceArg, KernelsArg, on_device};
 use crate::model_source::ModelSource;
 use crate::npy;
-use crate::scene::{NODATA_CLASS, SceneJob, SceneOutputs, predict_scene};
-use infer::{Windows, class_colour, classes_of, predict_windows, probabilities};
+use crate::scene::{
+    NODATA_CLASS, SceneJob, SceneOutputs, classes_with_nodata, predict_scene, probabilities_hwc,
+};
+use infer::{Windows, class_colour, classes_of, predict_windows};
 
 /// Arguments of `segfit predict`.
 #[derive(Args, Debug)]
@@ -126,66 +128,20 @@ fn predict_on<B: Backend>(
         )?;
     }
     for (i, file) in files.iter().enumerate() {
-        // GeoTIFF scenes stream in bounded memory unless an output needs the whole scene.
-        if is_tiff(file) && args.logits.is_none() && !args.overlay {
-            let job = SceneJob {
-                file,
-                out_dir: &args.output,
-                nodata: args.nodata,
-                probabilities: args.probabilities,
-                windows: &windows,
-                processor: &processor,
-            };
-            let written = predict_scene(&model, &job, device)?;
-            eprintln!(
-                "[{}/{}] {} -> {}",
-                i + 1,
-                files.len(),
-                file.display(),
-                written.display()
-            );
-            continue;
-        }
-        let (image, geo) =
-            tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
-        let nodata = args.nodata.or(geo.as_ref().and_then(|g| g.nodata));
-        if let Some(nd) = nodata {
-            check_nodata_room(
-                model.num_labels(),
-                &format!("{} declares GDAL_NODATA {nd}", file.display()),
-                "unset it (gdal_edit.py -unsetnodata)",
-            )?;
-        }
-        let bands = model.config().num_channels;
-        ensure!(
-            image.bands == bands,
-            "{} has {} bands but the model takes {bands}; predict on images like the training ones",
-            file.display(),
-            image.bands
-        );
-        let processed = processor
-            .process(&image, None)
-            .with_context(|| format!("preprocessing {}", file.display()))?;
-        let (h, w) = (image.height, image.width);
-        let logits = predict_windows(
-            &model,
-            &processed.pixel_values,
-            [bands, h, w],
-            &windows,
-            device,
-        )?;
-        let written = write_outputs(
-            args,
+        let job = SceneJob {
             file,
-            &image,
-            geo.as_ref(),
-            nodata,
-            &logits,
-            model.num_labels(),
-        )?;
-        if let Some(path) = &args.logits {
-            npy::write_f32(path, &[1, model.num_labels(), h, w], &logits)?;
-        }
+            out_dir: &args.output,
+            nodata: args.nodata,
+            probabilities: args.probabilities,
+            windows: &windows,
+            processor: &processor,
+        };
+        // GeoTIFF scenes stream in bounded memory unless an output needs the whole scene.
+        let written = if is_tiff(file) && args.logits.is_none() && !args.overlay {
+            predict_scene(&model, &job, device)?
+        } else {
+            predict_image(args, &model, &job, device)?
+        };
         eprintln!(
             "[{}/{}] {} -> {}",
             i + 1,
@@ -195,6 +151,40 @@ fn predict_on<B: Backend>(
         );
     }
     Ok(())
+}
+
+/// One image predicted whole in memory (PNG/JPEG, or a GeoTIFF with `--overlay`/`--logits`);
+/// returns the class map's path.
+fn predict_image<B: Backend>(
+    args: &PredictArgs,
+    model: &Segformer<B>,
+    job: &SceneJob<'_>,
+    device: &B::Device,
+) -> Result<PathBuf> {
+    let file = job.file;
+    let (image, geo) =
+        tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
+    let nodata = resolve_nodata(model.num_labels(), job.nodata, geo.as_ref(), file)?;
+    let bands = model.config().num_channels;
+    ensure!(
+        image.bands == bands,
+        "{} has {} bands but the model takes {bands}; predict on images like the training ones",
+        file.display(),
+        image.bands
+    );
+    let processed = job
+        .processor
+        .process(&image, None)
+        .with_context(|| format!("preprocessing {}", file.display()))?;
+    let (h, w) = (image.height, image.width);
+    let pixels = &processed.pixel_values;
+    let logits = predict_windows(model, pixels, [bands, h, w], job.windows, device)?;
+    let k = model.num_labels();
+    let written = write_outputs(args, file, &image, geo.as_ref(), nodata, &logits, k)?;
+    if let Some(path) = &args.logits {
+        npy::write_f32(path, &[1, k, h, w], &logits)?;
+    }
+    Ok(written)
 }
 
 /// `--pixel-values`: every item of an `[N, C, H, W]` tensor.
@@ -272,6 +262,25 @@ fn predict_tensor<B: Backend>(
     Ok(())
 }
 
+/// The nodata value of `file`: `--nodata` (checked once up front), else its `GDAL_NODATA`,
+/// checked against the model's classes.
+pub(crate) fn resolve_nodata(
+    k: usize,
+    flag: Option<f64>,
+    geo: Option<&GeoRef>,
+    file: &Path,
+) -> Result<Option<f64>> {
+    let tag = geo.and_then(|g| g.nodata);
+    if let (None, Some(nd)) = (flag, tag) {
+        check_nodata_room(
+            k,
+            &format!("{} declares GDAL_NODATA {nd}", file.display()),
+            "unset it (gdal_edit.py -unsetnodata)",
+        )?;
+    }
+    Ok(flag.or(tag))
+}
+
 /// Fails when a `k`-class model uses [`NODATA_CLASS`] as a class index; `source` says where the
 /// nodata value came from, `fix` how to do without it.
 pub(crate) fn check_nodata_room(k: usize, source: &str, fix: &str) -> Result<()> {
@@ -298,13 +307,7 @@ fn write_outputs(
     let (h, w) = (image.height, image.width);
     let stem = stem_of(file);
     let holes = nodata.map(|nd| tiles::nodata_pixels(image, nd));
-    let is_hole = |i: usize| holes.as_ref().is_some_and(|h| h[i]);
-    let mut classes = classes_of(logits, k, h * w);
-    for (i, c) in classes.iter_mut().enumerate() {
-        if is_hole(i) {
-            *c = NODATA_CLASS;
-        }
-    }
+    let classes = || classes_with_nodata(logits, k, h * w, holes.as_deref());
     let out = if is_tiff(file) {
         let (mut outputs, out) = SceneOutputs::create(
             &args.output,
@@ -322,20 +325,13 @@ fn write_outputs(
         out
     } else {
         let out = args.output.join(format!("{stem}.png"));
-        tiles::write_mask_png(
-            &out,
-            &Mask::new(w, h, classes.clone()).expect("mask sized from the image"),
-        )
-        .with_context(|| format!("writing {}", out.display()))?;
+        let mask = Mask::new(w, h, classes()).expect("mask sized from the image");
+        tiles::write_mask_png(&out, &mask).with_context(|| format!("writing {}", out.display()))?;
         if args.probabilities {
             let path = args.output.join(format!("{stem}_prob.tif"));
-            let raster = Raster::new(
-                w,
-                h,
-                k,
-                RasterData::F32(probabilities_hwc(logits, k, h * w, &is_hole)),
-            )
-            .expect("probabilities sized from the image");
+            let hwc = probabilities_hwc(logits, k, h * w, holes.as_deref());
+            let raster = Raster::new(w, h, k, RasterData::F32(hwc))
+                .expect("probabilities sized from the image");
             tiles::write_geotiff(&path, &raster, None)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
@@ -343,30 +339,10 @@ fn write_outputs(
     };
     if args.overlay {
         let path = args.output.join(format!("{stem}_overlay.png"));
-        tiles::write_png(&path, &overlay(image, &classes, holes.as_deref()))
+        tiles::write_png(&path, &overlay(image, &classes(), holes.as_deref()))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(out)
-}
-
-/// Softmax probabilities as `[H, W, k]` pixels, NaN where `is_hole`.
-fn probabilities_hwc(
-    logits: &[f32],
-    k: usize,
-    plane: usize,
-    is_hole: &dyn Fn(usize) -> bool,
-) -> Vec<f32> {
-    let chw = probabilities(logits, k, plane);
-    (0..plane)
-        .flat_map(|i| (0..k).map(move |c| (c, i)))
-        .map(|(c, i)| {
-            if is_hole(i) {
-                f32::NAN
-            } else {
-                chw[c * plane + i]
-            }
-        })
-        .collect()
 }
 
 /// The image (first three bands, contrast-stretched unless 8-bit, over its valid pixels) with

@@ -100,28 +100,10 @@ impl SceneOutputs {
     /// nodata pixels (`[n, W]`).
     pub fn write_rows(&mut self, logits: &[f32], n: usize, holes: Option<&[bool]>) -> Result<()> {
         let plane = n * self.width;
-        let is_hole = |i: usize| holes.is_some_and(|h| h[i]);
-        let mut classes = classes_of(logits, self.k, plane);
-        for (i, c) in classes.iter_mut().enumerate() {
-            if is_hole(i) {
-                *c = NODATA_CLASS;
-            }
-        }
+        let classes = classes_with_nodata(logits, self.k, plane, holes);
         self.classes.write_rows(&RasterData::U8(classes))?;
         if let Some(writer) = &mut self.probabilities {
-            let chw = probabilities(logits, self.k, plane);
-            let k = self.k;
-            // [k, n, W] -> [n, W, k]
-            let hwc: Vec<f32> = (0..plane)
-                .flat_map(|i| (0..k).map(move |c| (c, i)))
-                .map(|(c, i)| {
-                    if is_hole(i) {
-                        f32::NAN
-                    } else {
-                        chw[c * plane + i]
-                    }
-                })
-                .collect();
+            let hwc = probabilities_hwc(logits, self.k, plane, holes);
             writer.write_rows(&RasterData::F32(hwc))?;
         }
         Ok(())
@@ -135,6 +117,54 @@ impl SceneOutputs {
         }
         Ok(())
     }
+}
+
+/// Class index per pixel ([`classes_of`]), [`NODATA_CLASS`] where `holes` is set.
+///
+/// # Shapes
+/// - logits: `[k, plane]`, holes: `[plane]`
+/// - output: `[plane]`
+pub fn classes_with_nodata(
+    logits: &[f32],
+    k: usize,
+    plane: usize,
+    holes: Option<&[bool]>,
+) -> Vec<u8> {
+    let mut classes = classes_of(logits, k, plane);
+    if let Some(holes) = holes {
+        for (c, &hole) in classes.iter_mut().zip(holes) {
+            if hole {
+                *c = NODATA_CLASS;
+            }
+        }
+    }
+    classes
+}
+
+/// Softmax probabilities ([`probabilities`]) as pixel-interleaved samples, NaN where `holes`
+/// is set.
+///
+/// # Shapes
+/// - logits: `[k, plane]`, holes: `[plane]`
+/// - output: `[plane, k]`
+pub fn probabilities_hwc(
+    logits: &[f32],
+    k: usize,
+    plane: usize,
+    holes: Option<&[bool]>,
+) -> Vec<f32> {
+    let chw = probabilities(logits, k, plane);
+    let is_hole = |i: usize| holes.is_some_and(|h| h[i]);
+    (0..plane)
+        .flat_map(|i| (0..k).map(move |c| (c, i)))
+        .map(|(c, i)| {
+            if is_hole(i) {
+                f32::NAN
+            } else {
+                chw[c * plane + i]
+            }
+        })
+        .collect()
 }
 
 /// What [`predict_scene`] needs besides the model.
@@ -173,14 +203,7 @@ pub fn predict_scene<B: Backend>(
     );
     let geo = reader.geo().cloned();
     let k = model.num_labels();
-    let nodata = job.nodata.or(geo.as_ref().and_then(|g| g.nodata));
-    if let (None, Some(nd)) = (job.nodata, nodata) {
-        crate::predict::check_nodata_room(
-            k,
-            &format!("{} declares GDAL_NODATA {nd}", file.display()),
-            "unset it (gdal_edit.py -unsetnodata)",
-        )?;
-    }
+    let nodata = crate::predict::resolve_nodata(k, job.nodata, geo.as_ref(), file)?;
     let stem = crate::predict::stem_of(file);
     let (mut outputs, path) = SceneOutputs::create(
         job.out_dir,
@@ -231,4 +254,46 @@ pub fn predict_scene<B: Backend>(
         .finish()
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+    use tiles::Raster;
+
+    /// `predict_scene` itself (the e2e test compares the binary's two paths): the streamed,
+    /// windowed read gives the classes of the whole image blended in memory.
+    #[test]
+    fn the_streamed_scene_is_the_in_memory_prediction() {
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny");
+        let device = Default::default();
+        let (model, _) = segformer::load_hf_dir::<Flex>(&fixture, &device).unwrap();
+        let (w, h) = (150, 170);
+        let data = (0..w * h * 3).map(|i| ((i * 37) % 251) as u8).collect();
+        let image = Raster::new(w, h, 3, RasterData::U8(data)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("scene.tif");
+        tiles::write_geotiff(&file, &image, None).unwrap();
+        let processor = SegformerProcessor {
+            size: None,
+            ..Default::default()
+        };
+        let windows = Windows::new([64, 64], Some(16), 3).unwrap();
+        let job = SceneJob {
+            file: &file,
+            out_dir: dir.path(),
+            nodata: None,
+            probabilities: false,
+            windows: &windows,
+            processor: &processor,
+        };
+        let path = predict_scene(&model, &job, &device).unwrap();
+        let (written, _) = tiles::read_image(&path).unwrap();
+        let pixels = processor.process(&image, None).unwrap().pixel_values;
+        let logits = infer::predict_windows(&model, &pixels, [3, h, w], &windows, &device).unwrap();
+        let expected = classes_with_nodata(&logits, model.num_labels(), h * w, None);
+        assert_eq!(written.data, RasterData::U8(expected));
+    }
 }

@@ -188,7 +188,9 @@ fn read_png_mask(path: &Path) -> Result<Mask, TilesError> {
         .ok_or_else(|| TilesError::decode(path, "decoded size disagrees with the header"))
 }
 
-fn raster_to_mask(path: &Path, r: &Raster) -> Result<Mask, TilesError> {
+/// A single-band u8/u16 raster as class values (the one conversion for mask files and label
+/// rasters read by window).
+pub(crate) fn raster_to_mask(path: &Path, r: &Raster) -> Result<Mask, TilesError> {
     if r.bands != 1 {
         return Err(TilesError::unsupported(
             path,

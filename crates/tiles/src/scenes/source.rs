@@ -95,7 +95,7 @@ impl Source {
         h: usize,
     ) -> Result<Mask, TilesError> {
         let r = self.rows(y, h)?;
-        to_mask(path, &r)
+        crate::io::raster_to_mask(path, &r)
     }
 }
 
@@ -141,17 +141,4 @@ pub(super) fn crop_mask(band: &Mask, x: usize, t: usize) -> Mask {
         .flat_map(|r| band.data[r * w + x..r * w + x + t].iter().copied())
         .collect();
     Mask::new(t, t, raw).expect("t*t values")
-}
-
-fn to_mask(path: &Path, r: &Raster) -> Result<Mask, TilesError> {
-    let data = match &r.data {
-        RasterData::U8(v) => v.clone(),
-        RasterData::U16(v) => v
-            .iter()
-            .map(|&s| u8::try_from(s))
-            .collect::<Result<_, _>>()
-            .map_err(|_| TilesError::unsupported(path, "label raster holds values above 255"))?,
-        RasterData::F32(_) => return Err(TilesError::unsupported(path, "float label raster")),
-    };
-    Ok(Mask::new(r.width, r.height, data).expect("sized from its raster"))
 }
