@@ -2,30 +2,12 @@
 //! the error messages users see.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use tiles::{GeoRef, Raster, RasterData};
 
-fn segfit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_segfit"))
-        .args(args)
-        .output()
-        .expect("segfit runs")
-}
-
-/// Runs segfit, asserts success, returns stdout.
-fn ok(args: &[&str]) -> String {
-    let out = segfit(args);
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "segfit {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    stdout.into_owned()
-}
+mod common;
+use common::*;
 
 /// Runs segfit, asserts a clean failure (exit 1, one `error:` line, no panic), returns stderr.
 fn fails(args: &[&str]) -> String {
@@ -74,57 +56,6 @@ fn config(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
-
-/// A tiny independent .npy reader (float32, C order): `(shape, data)`.
-fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
-    let len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + len]).unwrap();
-    assert!(
-        header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"),
-        "{header}"
-    );
-    let shape = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let shape: Vec<usize> = shape
-        .split(',')
-        .filter(|v| !v.trim().is_empty())
-        .map(|v| v.trim().parse().unwrap())
-        .collect();
-    let data: Vec<f32> = bytes[10 + len..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    assert_eq!(data.len(), shape.iter().product::<usize>());
-    (shape, data)
-}
-
-fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend(data.iter().flat_map(|v| v.to_le_bytes()));
-    std::fs::write(path, bytes).unwrap();
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {

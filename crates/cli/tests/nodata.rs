@@ -5,34 +5,13 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use tiff::decoder::{Decoder, DecodingResult};
 use tiff::tags::Tag;
 use tiles::{GeoRef, Raster, RasterData};
 
-fn segfit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_segfit"))
-        .args(args)
-        .output()
-        .expect("segfit runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = segfit(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "segfit {args:?} failed:\n{stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
-
-/// The tiny HF fixture: 3 classes, 3 channels.
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny")
-}
+mod common;
+use common::*;
 
 const W: usize = 40;
 const H: usize = 36;

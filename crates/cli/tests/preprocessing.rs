@@ -3,31 +3,12 @@
 //! `SegformerImageProcessor` formula gives segfit's pixel values.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 use tiles::{Raster, RasterData};
 
-/// Runs segfit, asserts success, returns stdout.
-fn ok(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_segfit"))
-        .args(args)
-        .output()
-        .expect("segfit runs");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "segfit {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    stdout.into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
+mod common;
+use common::*;
 
 fn json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
@@ -35,26 +16,6 @@ fn json(path: &Path) -> Value {
 
 fn floats(v: &Value) -> Vec<f64> {
     serde_json::from_value(v.clone()).unwrap()
-}
-
-/// A float32 C-order .npy file, written by hand.
-fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    for v in data {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
 }
 
 /// The float32 payload of a .npy file (header skipped).

@@ -3,30 +3,14 @@
 //! overviews, and gives exactly the class map (and probabilities) of the in-memory path.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use tiff::decoder::{Decoder, DecodingResult};
 use tiff::tags::Tag;
 use tiles::{GeoRef, Raster, RasterData};
 
-fn ok(args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_segfit"))
-        .args(args)
-        .output()
-        .expect("segfit runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "segfit {args:?} failed:\n{stderr}");
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
-
-/// The tiny HF fixture: 3 classes, 3 channels.
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny")
-}
+mod common;
+use common::*;
 
 /// A 3-band u16 scene with smooth structure and a nodata (0) corner block, georeferenced.
 fn scene(w: usize, h: usize) -> (Raster, GeoRef) {
