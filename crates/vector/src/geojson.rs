@@ -1,0 +1,323 @@
+//! Streaming GeoJSON output: one Polygon feature per region.
+
+use std::io::Write;
+
+use proj4rs::Proj;
+
+use crate::crs::{Crs, proj4_of};
+use crate::polygonize::Region;
+use crate::simplify::simplify_region;
+use crate::{Grid, VectorError};
+
+/// The coordinates features are written in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputCrs {
+    /// WGS84 longitude/latitude in degrees (RFC 7946), reprojected from the scene's CRS.
+    #[default]
+    Wgs84,
+    /// The scene's own coordinates, named by a top-level `crs` member when its EPSG code is known.
+    Native,
+}
+
+/// How regions become features.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VectorOptions {
+    /// Douglas–Peucker tolerance in metres (topology-preserving, see the crate docs); in pixels
+    /// for a class map without a usable CRS. `None` keeps every pixel corner.
+    pub simplify_m: Option<f64>,
+    /// Regions whose raster area is below this many hectares are left out (ignored without a
+    /// usable CRS, where there are no areas).
+    pub min_area_ha: Option<f64>,
+    /// The output coordinates.
+    pub crs: OutputCrs,
+}
+
+/// How pixel-corner coordinates become output coordinates.
+enum Output {
+    /// No usable CRS: world coordinates of the transform (or pixel coordinates) as they are.
+    Plain,
+    /// Already WGS84 degrees, or native.
+    Identity,
+    /// Reprojected to WGS84 through proj4rs (radians in and out for lat/lon systems).
+    Reproject {
+        src: Box<Proj>,
+        dst: Box<Proj>,
+        src_latlong: bool,
+        describe: String,
+    },
+}
+
+/// Writes a GeoJSON FeatureCollection to `out`, region by region, in bounded memory.
+pub struct GeoJsonWriter<W: Write> {
+    out: W,
+    grid: Grid,
+    class_names: Vec<String>,
+    options: VectorOptions,
+    output: Output,
+    decimals: usize,
+    area_prefix: Option<Vec<f64>>,
+    features: u64,
+}
+
+impl<W: Write> GeoJsonWriter<W> {
+    /// Starts the collection. Asking for WGS84 output from a CRS that cannot be reprojected (no
+    /// usable CRS on a georeferenced map, a user-defined CRS, an EPSG code not in the bundled
+    /// table) is an error here, before anything is written. A map without georeferencing is
+    /// written in pixel coordinates `(col, row)`, whatever `options.crs` says.
+    pub fn new(
+        mut out: W,
+        grid: &Grid,
+        class_names: &[String],
+        options: &VectorOptions,
+    ) -> Result<Self, VectorError> {
+        let (output, decimals, crs_member) = match (grid.transform(), grid.crs(), options.crs) {
+            (None, _, _) => (Output::Plain, 3, None),
+            (Some(_), None, OutputCrs::Native) => (Output::Plain, 3, None),
+            (Some(_), None, OutputCrs::Wgs84) => {
+                return Err(VectorError::Unprojectable {
+                    crs: "the scene's CRS".into(),
+                    why: grid.pixels_only_reason().unwrap_or("unknown").to_string(),
+                });
+            }
+            (Some(_), Some(crs), OutputCrs::Native) => {
+                let decimals = if matches!(crs, Crs::Geographic { .. }) {
+                    9
+                } else {
+                    3
+                };
+                (Output::Identity, decimals, crs.epsg())
+            }
+            (Some(_), Some(crs), OutputCrs::Wgs84) => (reprojection(grid, crs)?, 9, None),
+        };
+        out.write_all(b"{\"type\":\"FeatureCollection\",")?;
+        if let Some(code) = crs_member {
+            write!(
+                out,
+                "\"crs\":{{\"type\":\"name\",\"properties\":{{\"name\":\"urn:ogc:def:crs:EPSG::{code}\"}}}},"
+            )?;
+        }
+        out.write_all(b"\"features\":[")?;
+        Ok(GeoJsonWriter {
+            out,
+            grid: grid.clone(),
+            class_names: class_names.to_vec(),
+            options: options.clone(),
+            output,
+            decimals,
+            area_prefix: grid.row_area_prefix(),
+            features: 0,
+        })
+    }
+
+    /// Writes one Polygon feature per region (those under `min_area_ha` left out).
+    pub fn write(&mut self, regions: &[Region]) -> Result<(), VectorError> {
+        for region in regions {
+            self.write_region(region)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the collection and hands back the writer.
+    pub fn finish(mut self) -> Result<W, VectorError> {
+        self.out.write_all(b"\n]}\n")?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    /// How many features were written so far.
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
+    fn write_region(&mut self, region: &Region) -> Result<(), VectorError> {
+        let area_m2 = self.area_prefix.as_ref().map(|g| raster_area_m2(region, g));
+        if let (Some(min), Some(a)) = (self.options.min_area_ha, area_m2)
+            && a / 10_000.0 < min
+        {
+            return Ok(());
+        }
+        let rings: Vec<Vec<[i64; 2]>> = match self.options.simplify_m {
+            Some(tol) if tol > 0.0 => {
+                let grid = &self.grid;
+                let scale = |row: f64| grid.pixel_size_m(row + 0.5).unwrap_or((1.0, 1.0));
+                simplify_region(region, tol, &scale)
+            }
+            _ => region
+                .rings
+                .iter()
+                .map(|r| {
+                    r[..r.len() - 1]
+                        .iter()
+                        .map(|p| [p[0] as i64, p[1] as i64])
+                        .collect()
+                })
+                .collect(),
+        };
+        let mut geometry = String::from("[");
+        for (k, ring) in rings.iter().enumerate() {
+            let mut pts = Vec::with_capacity(ring.len() + 1);
+            for p in ring {
+                pts.push(self.project(p[0] as f64, p[1] as f64)?);
+            }
+            // RFC 7946: exterior counter-clockwise, holes clockwise, in output coordinates.
+            let ccw = signed_area(&pts) > 0.0;
+            if ccw != (k == 0) {
+                pts.reverse();
+            }
+            pts.push(pts[0]);
+            geometry.push_str(if k == 0 { "[" } else { ",[" });
+            for (i, p) in pts.iter().enumerate() {
+                if i > 0 {
+                    geometry.push(',');
+                }
+                geometry.push('[');
+                geometry.push_str(&number(p[0], self.decimals));
+                geometry.push(',');
+                geometry.push_str(&number(p[1], self.decimals));
+                geometry.push(']');
+            }
+            geometry.push(']');
+        }
+        geometry.push(']');
+        let class = self
+            .class_names
+            .get(region.class as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("class {}", region.class));
+        let mut props = serde_json::Map::new();
+        props.insert("class".into(), class.into());
+        props.insert("class_index".into(), region.class.into());
+        if let Some(a) = area_m2 {
+            props.insert("area_ha".into(), (a / 10_000.0).into());
+        }
+        props.insert(
+            "mean_probability".into(),
+            region
+                .mean_probability()
+                .map_or(serde_json::Value::Null, Into::into),
+        );
+        props.insert("pixels".into(), region.pixels.into());
+        let sep = if self.features == 0 { "\n" } else { ",\n" };
+        write!(
+            self.out,
+            "{sep}{{\"type\":\"Feature\",\"properties\":{},\"geometry\":{{\"type\":\"Polygon\",\"coordinates\":{geometry}}}}}",
+            serde_json::Value::Object(props)
+        )?;
+        self.features += 1;
+        Ok(())
+    }
+
+    fn project(&self, col: f64, row: f64) -> Result<[f64; 2], VectorError> {
+        let (x, y) = self.grid.pixel_to_world(col, row);
+        match &self.output {
+            Output::Plain | Output::Identity => Ok([x, y]),
+            Output::Reproject {
+                src,
+                dst,
+                src_latlong,
+                describe,
+            } => project(src, dst, *src_latlong, x, y).map_err(|why| VectorError::Reprojection {
+                crs: describe.clone(),
+                x,
+                y,
+                why,
+            }),
+        }
+    }
+}
+
+/// The reprojection from `crs` to WGS84, checked on the scene's centre.
+fn reprojection(grid: &Grid, crs: &Crs) -> Result<Output, VectorError> {
+    if let Crs::Geographic {
+        epsg: Some(4326),
+        degrees_per_unit,
+        ..
+    } = crs
+        && *degrees_per_unit == 1.0
+    {
+        return Ok(Output::Identity);
+    }
+    let unprojectable = |why: String| VectorError::Unprojectable {
+        crs: match crs.epsg() {
+            Some(code) => format!("EPSG:{code}"),
+            None => crs.describe(),
+        },
+        why,
+    };
+    let Some(code) = crs.epsg() else {
+        return Err(unprojectable(
+            "its GeoKeys give no EPSG code (a user-defined CRS)".into(),
+        ));
+    };
+    let Some(def) = proj4_of(code) else {
+        return Err(unprojectable(format!(
+            "EPSG:{code} is not in the bundled EPSG table (crs-definitions)"
+        )));
+    };
+    let src = Proj::from_proj_string(def)
+        .map_err(|e| unprojectable(format!("proj4rs cannot build `{def}`: {e}")))?;
+    let dst = Proj::from_proj_string("+proj=longlat +datum=WGS84 +no_defs")
+        .expect("WGS84 is a valid proj string");
+    let src_latlong = src.is_latlong();
+    let (cx, cy) = grid.pixel_to_world(grid.width() as f64 / 2.0, grid.height() as f64 / 2.0);
+    project(&src, &dst, src_latlong, cx, cy)
+        .map_err(|e| unprojectable(format!("the scene's centre ({cx}, {cy}) fails: {e}")))?;
+    Ok(Output::Reproject {
+        src: Box::new(src),
+        dst: Box::new(dst),
+        src_latlong,
+        describe: crs.describe(),
+    })
+}
+
+fn project(src: &Proj, dst: &Proj, src_latlong: bool, x: f64, y: f64) -> Result<[f64; 2], String> {
+    let mut p = if src_latlong {
+        (x.to_radians(), y.to_radians(), 0.0)
+    } else {
+        (x, y, 0.0)
+    };
+    proj4rs::transform::transform(src, dst, &mut p).map_err(|e| e.to_string())?;
+    let out = [p.0.to_degrees(), p.1.to_degrees()];
+    if out.iter().all(|v| v.is_finite()) {
+        Ok(out)
+    } else {
+        Err("not a finite coordinate".into())
+    }
+}
+
+/// The region's raster area from its pixel-edge rings: `Σ (x_from − x_to)·G(y)` over the
+/// horizontal edges, with `G(y)` the area of one column's pixels above row `y`.
+fn raster_area_m2(region: &Region, g: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for ring in &region.rings {
+        for w in ring.windows(2) {
+            if w[0][1] == w[1][1] {
+                s += (w[0][0] - w[1][0]) * g[w[0][1] as usize];
+            }
+        }
+    }
+    s.abs()
+}
+
+fn signed_area(pts: &[[f64; 2]]) -> f64 {
+    let n = pts.len();
+    let (ox, oy) = (pts[0][0], pts[0][1]);
+    (0..n)
+        .map(|i| {
+            let (p, q) = (pts[i], pts[(i + 1) % n]);
+            (p[0] - ox) * (q[1] - oy) - (q[0] - ox) * (p[1] - oy)
+        })
+        .sum::<f64>()
+        / 2.0
+}
+
+/// `v` with at most `decimals` decimals, trailing zeros dropped (`12.5`, `-3`, `0`).
+fn number(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &s
+    };
+    if s == "-0" { "0".into() } else { s.to_string() }
+}

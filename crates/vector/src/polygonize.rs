@@ -1,0 +1,509 @@
+//! Streaming polygonization: 4-connected regions of equal class, traced along pixel edges.
+//!
+//! Rows arrive top to bottom. Each row's pixels are labelled against the row above (union-find
+//! over labels, so U shapes that meet lower down merge), and the boundary edges between a
+//! region and anything else (another class, nodata, the image border) are appended to the
+//! region as they appear. A region none of whose pixels are in the newest row is complete: its
+//! edges are joined into rings and it is handed out. Memory is the two current rows plus the
+//! boundary edges of the open regions.
+
+use std::collections::HashMap;
+
+/// The class code of "outside the image" on the other side of an edge.
+pub(crate) const OUTSIDE: u16 = 257;
+const NONE: u32 = u32::MAX;
+
+/// One 4-connected region of one class, as closed rings along pixel edges.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Region {
+    /// Its class index.
+    pub class: u8,
+    /// Closed rings (first point repeated last) in pixel-corner coordinates `(col, row)`: the
+    /// outer ring first, then the holes. Rows go down, so the outer ring has a positive
+    /// shoelace sum in these coordinates and the holes a negative one.
+    pub rings: Vec<Vec<[f64; 2]>>,
+    /// Its pixel count.
+    pub pixels: u64,
+    /// The sum of its pixels' (finite) probabilities.
+    pub confidence_sum: f64,
+    /// How many of its pixels had a finite probability.
+    pub confidence_count: u64,
+    /// Per ring, per edge `i` (point `i` to `i + 1`): the class on the other side
+    /// (a class index, 255 for nodata, `OUTSIDE` for the image border).
+    pub(crate) neighbours: Vec<Vec<u16>>,
+    /// Per ring, per point (without the closing repeat): a saddle vertex, which simplification
+    /// must keep.
+    pub(crate) saddle: Vec<Vec<bool>>,
+}
+
+impl Region {
+    /// The mean probability of its pixels, `None` when none was finite.
+    pub fn mean_probability(&self) -> Option<f64> {
+        (self.confidence_count > 0).then(|| self.confidence_sum / self.confidence_count as f64)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Edge {
+    from: [u32; 2],
+    to: [u32; 2],
+    other: u16,
+}
+
+impl Edge {
+    fn dir(&self) -> [i64; 2] {
+        [
+            (self.to[0] as i64 - self.from[0] as i64).signum(),
+            (self.to[1] as i64 - self.from[1] as i64).signum(),
+        ]
+    }
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    class: u8,
+    pixels: u64,
+    confidence_sum: f64,
+    confidence_count: u64,
+    edges: Vec<Edge>,
+    saddles: Vec<[u32; 2]>,
+    /// Labels merged into this one (freed with it).
+    members: Vec<u32>,
+    last_row: usize,
+    checked_row: usize,
+}
+
+impl Open {
+    /// Appends an edge, extending the last one when it continues it.
+    fn push_edge(&mut self, e: Edge) {
+        if let Some(last) = self.edges.last_mut()
+            && last.other == e.other
+            && last.dir() == e.dir()
+        {
+            if last.to == e.from {
+                last.to = e.to;
+                return;
+            }
+            if e.to == last.from {
+                last.from = e.from;
+                return;
+            }
+        }
+        self.edges.push(e);
+    }
+}
+
+/// Turns a class map streamed as rows into [`Region`]s, in bounded memory.
+///
+/// Connectivity is 4-connected (as GDAL's polygonize default): pixels of a class that touch
+/// only diagonally belong to separate regions; where they do, the rings touch at that corner
+/// but do not cross. Nodata (255) and classes not selected are never polygonized.
+#[derive(Debug)]
+pub struct Polygonizer {
+    width: usize,
+    height: usize,
+    selected: [bool; 256],
+    row: usize,
+    prev: Vec<u8>,
+    prev_labels: Vec<u32>,
+    cur_labels: Vec<u32>,
+    parent: Vec<u32>,
+    open: Vec<Option<Open>>,
+    free: Vec<u32>,
+}
+
+impl Polygonizer {
+    /// A polygonizer for a `width × height` class map; `selected[k]` says whether class `k` is
+    /// polygonized (missing entries are not; 255 never is).
+    pub fn new(width: usize, height: usize, selected: Vec<bool>) -> Self {
+        let mut sel = [false; 256];
+        for (k, &s) in selected.iter().enumerate().take(255) {
+            sel[k] = s;
+        }
+        Polygonizer {
+            width,
+            height,
+            selected: sel,
+            row: 0,
+            prev: Vec::new(),
+            prev_labels: Vec::new(),
+            cur_labels: vec![NONE; width],
+            parent: Vec::new(),
+            open: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Feeds the next rows (row-major, `width` values each; `confidence` the same length) and
+    /// returns the regions they completed.
+    ///
+    /// # Panics
+    /// When the lengths are not a whole number of rows, differ, or go past `height`.
+    pub fn push_rows(&mut self, classes: &[u8], confidence: &[f32]) -> Vec<Region> {
+        let w = self.width;
+        assert_eq!(
+            classes.len(),
+            confidence.len(),
+            "classes and confidence differ in length"
+        );
+        if w == 0 {
+            return Vec::new();
+        }
+        assert_eq!(classes.len() % w, 0, "rows must be {w} values wide");
+        let rows = classes.len() / w;
+        assert!(
+            self.row + rows <= self.height,
+            "more rows than the grid's {}",
+            self.height
+        );
+        let mut done = Vec::new();
+        for r in 0..rows {
+            let span = r * w..(r + 1) * w;
+            self.push_row(&classes[span.clone()], &confidence[span], &mut done);
+        }
+        done
+    }
+
+    /// Closes the last row and returns every region still open.
+    pub fn finish(mut self) -> Vec<Region> {
+        let y = self.row as u32;
+        for c in 0..self.prev.len() {
+            let k = self.prev[c];
+            if self.selected[k as usize] {
+                let id = self.find(self.prev_labels[c]);
+                let e = Edge {
+                    from: [c as u32 + 1, y],
+                    to: [c as u32, y],
+                    other: OUTSIDE,
+                };
+                self.region(id).push_edge(e);
+            }
+        }
+        let mut done = Vec::new();
+        for id in 0..self.open.len() {
+            if self.parent[id] == id as u32 && self.open[id].is_some() {
+                let reg = self.open[id].take().unwrap();
+                done.push(assemble(reg));
+            }
+        }
+        done
+    }
+
+    fn region(&mut self, id: u32) -> &mut Open {
+        self.open[id as usize]
+            .as_mut()
+            .expect("label of an open region")
+    }
+
+    fn find(&mut self, mut id: u32) -> u32 {
+        let mut root = id;
+        while self.parent[root as usize] != root {
+            root = self.parent[root as usize];
+        }
+        while self.parent[id as usize] != root {
+            let next = self.parent[id as usize];
+            self.parent[id as usize] = root;
+            id = next;
+        }
+        root
+    }
+
+    fn new_label(&mut self, class: u8) -> u32 {
+        let reg = Open {
+            class,
+            checked_row: usize::MAX,
+            ..Open::default()
+        };
+        if let Some(id) = self.free.pop() {
+            self.parent[id as usize] = id;
+            self.open[id as usize] = Some(reg);
+            id
+        } else {
+            let id = self.open.len() as u32;
+            self.parent.push(id);
+            self.open.push(Some(reg));
+            id
+        }
+    }
+
+    /// Merges the regions of labels `a` and `b`, the larger absorbing the smaller; the root.
+    fn union(&mut self, a: u32, b: u32) -> u32 {
+        let (a, b) = (self.find(a), self.find(b));
+        if a == b {
+            return a;
+        }
+        let size = |s: &Self, id: u32| s.open[id as usize].as_ref().map_or(0, |r| r.edges.len());
+        let (big, small) = if size(self, a) >= size(self, b) {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        let s = self.open[small as usize].take().expect("open region");
+        self.parent[small as usize] = big;
+        let r = self.region(big);
+        r.pixels += s.pixels;
+        r.confidence_sum += s.confidence_sum;
+        r.confidence_count += s.confidence_count;
+        r.edges.extend(s.edges);
+        r.saddles.extend(s.saddles);
+        r.members.push(small);
+        r.members.extend(s.members);
+        r.last_row = r.last_row.max(s.last_row);
+        big
+    }
+
+    fn push_row(&mut self, cur: &[u8], conf: &[f32], done: &mut Vec<Region>) {
+        let (w, y) = (self.width, self.row);
+        let (yu, sel) = (y as u32, self.selected);
+        let has_prev = y > 0;
+        // Labels: left neighbour first, then the one above (merging when both match).
+        for c in 0..w {
+            let k = cur[c];
+            if !sel[k as usize] {
+                self.cur_labels[c] = NONE;
+                continue;
+            }
+            let left = (c > 0 && cur[c - 1] == k).then(|| self.cur_labels[c - 1]);
+            let up = (has_prev && self.prev[c] == k).then(|| self.prev_labels[c]);
+            let id = match (left, up) {
+                (Some(l), Some(u)) => self.union(l, u),
+                (Some(l), None) => self.find(l),
+                (None, Some(u)) => self.find(u),
+                (None, None) => self.new_label(k),
+            };
+            self.cur_labels[c] = id;
+            let r = self.region(id);
+            r.pixels += 1;
+            r.last_row = y;
+            if conf[c].is_finite() {
+                r.confidence_sum += conf[c] as f64;
+                r.confidence_count += 1;
+            }
+        }
+        let code = |k: u8| k as u16;
+        // Edges of this row's pixels: top (+x), left (−y), right (+y); the interior is on the
+        // right-hand side when walking them with rows going down.
+        for c in 0..w {
+            let k = cur[c];
+            if !sel[k as usize] {
+                continue;
+            }
+            let id = self.find(self.cur_labels[c]);
+            let cu = c as u32;
+            if !has_prev || self.prev[c] != k {
+                let other = if has_prev {
+                    code(self.prev[c])
+                } else {
+                    OUTSIDE
+                };
+                self.region(id).push_edge(Edge {
+                    from: [cu, yu],
+                    to: [cu + 1, yu],
+                    other,
+                });
+            }
+            if c == 0 || cur[c - 1] != k {
+                let other = if c == 0 { OUTSIDE } else { code(cur[c - 1]) };
+                self.region(id).push_edge(Edge {
+                    from: [cu, yu + 1],
+                    to: [cu, yu],
+                    other,
+                });
+            }
+            if c + 1 == w || cur[c + 1] != k {
+                let other = if c + 1 == w {
+                    OUTSIDE
+                } else {
+                    code(cur[c + 1])
+                };
+                self.region(id).push_edge(Edge {
+                    from: [cu + 1, yu],
+                    to: [cu + 1, yu + 1],
+                    other,
+                });
+            }
+        }
+        if has_prev {
+            // Bottom edges (−x) of the row above.
+            for c in 0..w {
+                let k = self.prev[c];
+                if sel[k as usize] && cur[c] != k {
+                    let id = self.find(self.prev_labels[c]);
+                    let cu = c as u32;
+                    let e = Edge {
+                        from: [cu + 1, yu],
+                        to: [cu, yu],
+                        other: code(cur[c]),
+                    };
+                    self.region(id).push_edge(e);
+                }
+            }
+            // Saddles on the line between the two rows: a diagonal pair of one class whose
+            // other two pixels are both of other classes.
+            for x in 1..w {
+                let (tl, tr, bl, br) = (self.prev[x - 1], self.prev[x], cur[x - 1], cur[x]);
+                let saddle =
+                    (tl == br && tr != tl && bl != tl) || (tr == bl && tl != tr && br != tr);
+                if !saddle {
+                    continue;
+                }
+                let labels = [
+                    self.prev_labels[x - 1],
+                    self.prev_labels[x],
+                    self.cur_labels[x - 1],
+                    self.cur_labels[x],
+                ];
+                for l in labels {
+                    if l != NONE {
+                        let id = self.find(l);
+                        let r = self.region(id);
+                        if r.saddles.last() != Some(&[x as u32, yu]) {
+                            r.saddles.push([x as u32, yu]);
+                        }
+                    }
+                }
+            }
+            // Regions of the row above that did not reach this row are complete.
+            let mut freed = Vec::new();
+            for c in 0..w {
+                let l = self.prev_labels[c];
+                if l == NONE {
+                    continue;
+                }
+                let id = self.find(l);
+                let Some(r) = self.open[id as usize].as_mut() else {
+                    continue; // completed by an earlier pixel of this row
+                };
+                if r.checked_row == y {
+                    continue;
+                }
+                r.checked_row = y;
+                if r.last_row < y {
+                    let reg = self.open[id as usize].take().unwrap();
+                    freed.push(id);
+                    freed.extend(reg.members.iter().copied());
+                    done.push(assemble(reg));
+                }
+            }
+            self.free.extend(freed);
+        }
+        self.prev.clear();
+        self.prev.extend_from_slice(cur);
+        std::mem::swap(&mut self.prev_labels, &mut self.cur_labels);
+        self.cur_labels.resize(w, NONE);
+        self.row += 1;
+    }
+}
+
+/// Joins a complete region's edges into closed rings, outer ring first.
+fn assemble(reg: Open) -> Region {
+    let mut out_of: HashMap<[u32; 2], [usize; 2]> = HashMap::with_capacity(reg.edges.len());
+    for (i, e) in reg.edges.iter().enumerate() {
+        let slot = out_of.entry(e.from).or_insert([usize::MAX; 2]);
+        if slot[0] == usize::MAX {
+            slot[0] = i;
+        } else {
+            slot[1] = i;
+        }
+    }
+    let saddles: std::collections::HashSet<[u32; 2]> = reg.saddles.iter().copied().collect();
+    let mut used = vec![false; reg.edges.len()];
+    let mut rings = Vec::new();
+    for start in 0..reg.edges.len() {
+        if used[start] {
+            continue;
+        }
+        // Walk the ring: (vertex, the neighbour class of the edge leaving it).
+        let mut pts: Vec<([u32; 2], u16)> = Vec::new();
+        let mut i = start;
+        loop {
+            used[i] = true;
+            let e = reg.edges[i];
+            pts.push((e.from, e.other));
+            let d = e.dir();
+            let next = out_of[&e.to];
+            let free: Vec<usize> = next
+                .iter()
+                .copied()
+                .filter(|&j| j != usize::MAX && !used[j])
+                .collect();
+            i = match free.as_slice() {
+                [] => break,
+                [j] => *j,
+                // A saddle: turn right, around the same pixel (4-connectivity).
+                [a, b] => {
+                    let right = [-d[1], d[0]];
+                    if reg.edges[*a].dir() == right { *a } else { *b }
+                }
+                _ => unreachable!(),
+            };
+        }
+        rings.push(simplify_collinear(pts, &saddles));
+    }
+    // Outer ring first: the one with the largest positive shoelace sum.
+    let area = |r: &Vec<([i64; 2], u16, bool)>| shoelace2(r.iter().map(|p| p.0));
+    let outer = (0..rings.len())
+        .max_by_key(|&i| area(&rings[i]))
+        .expect("a region has at least one ring");
+    rings.swap(0, outer);
+    let mut out = Region {
+        class: reg.class,
+        rings: Vec::with_capacity(rings.len()),
+        pixels: reg.pixels,
+        confidence_sum: reg.confidence_sum,
+        confidence_count: reg.confidence_count,
+        neighbours: Vec::with_capacity(rings.len()),
+        saddle: Vec::with_capacity(rings.len()),
+    };
+    for ring in rings {
+        let mut pts: Vec<[f64; 2]> = ring
+            .iter()
+            .map(|p| [p.0[0] as f64, p.0[1] as f64])
+            .collect();
+        pts.push(pts[0]);
+        out.rings.push(pts);
+        out.neighbours.push(ring.iter().map(|p| p.1).collect());
+        out.saddle.push(ring.iter().map(|p| p.2).collect());
+    }
+    out
+}
+
+/// Drops vertices where the ring goes straight on with the same neighbour (and no saddle).
+fn simplify_collinear(
+    pts: Vec<([u32; 2], u16)>,
+    saddles: &std::collections::HashSet<[u32; 2]>,
+) -> Vec<([i64; 2], u16, bool)> {
+    let n = pts.len();
+    let p = |i: usize| {
+        let v = pts[i % n].0;
+        [v[0] as i64, v[1] as i64]
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let (a, b, c) = (p(i + n - 1), p(i), p(i + 1));
+        let straight = (b[0] - a[0]) * (c[1] - b[1]) == (b[1] - a[1]) * (c[0] - b[0]);
+        let same_other = pts[(i + n - 1) % n].1 == pts[i].1;
+        let saddle = saddles.contains(&pts[i].0);
+        if !(straight && same_other && !saddle) {
+            out.push((b, pts[i].1, saddle));
+        }
+    }
+    out
+}
+
+/// Twice the signed shoelace area of a closed ring (without the repeated point).
+pub(crate) fn shoelace2(pts: impl Iterator<Item = [i64; 2]> + Clone) -> i64 {
+    let first = pts.clone().next();
+    let mut prev: Option<[i64; 2]> = None;
+    let mut s = 0;
+    for p in pts {
+        if let Some(q) = prev {
+            s += q[0] * p[1] - p[0] * q[1];
+        }
+        prev = Some(p);
+    }
+    if let (Some(q), Some(p)) = (prev, first) {
+        s += q[0] * p[1] - p[0] * q[1];
+    }
+    s
+}
