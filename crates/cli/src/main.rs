@@ -11,6 +11,7 @@ macro_rules! outln {
     };
 }
 
+mod answers;
 mod device;
 mod eval;
 mod export;

@@ -10,6 +10,7 @@ use clap::Args;
 use segformer::Segformer;
 use tiles::{GeoRef, Mask, Raster, RasterData};
 
+use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names};
 use crate::device::{DeviceArg, KernelsArg, on_device};
 use crate::model_source::ModelSource;
 use crate::npy;
@@ -71,6 +72,9 @@ pub struct PredictArgs {
     /// ones; the tensor is run whole, as one window.
     #[arg(long, requires_all = ["pixel_values", "logits"])]
     pub raw_logits: bool,
+    /// Hectares and polygons from the same pass.
+    #[command(flatten)]
+    pub answers: AnswerArgs,
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
@@ -106,8 +110,15 @@ fn predict_on<B: Backend>(
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     if let Some(path) = &args.pixel_values {
+        ensure!(
+            args.answers.stats.is_none() && !args.answers.vector,
+            "--stats and --vector need images (areas come from their georeferencing), not \
+             --pixel-values"
+        );
         return predict_tensor(args, path, &model, &windows, device);
     }
+    let answers = AnswerSpec::new(&args.answers, class_names(model.config()))?;
+    let mut report = answers.report();
     let input = args
         .input
         .as_ref()
@@ -135,32 +146,47 @@ fn predict_on<B: Backend>(
             probabilities: args.probabilities,
             windows: &windows,
             processor: &processor,
+            answers: &answers,
         };
         // GeoTIFF scenes stream in bounded memory unless an output needs the whole scene.
-        let written = if is_tiff(file) && args.logits.is_none() && !args.overlay {
+        let (written, finished) = if is_tiff(file) && args.logits.is_none() && !args.overlay {
             predict_scene(&model, &job, device)?
         } else {
             predict_image(args, &model, &job, device)?
         };
-        eprintln!(
+        let mut line = format!(
             "[{}/{}] {} -> {}",
             i + 1,
             files.len(),
             file.display(),
             written.display()
         );
+        if let Some((path, n)) = &finished.geojson {
+            line += &format!(", {} ({n} polygons)", path.display());
+        }
+        eprintln!("{line}");
+        if let (Some(report), Some((grid, stats))) = (&mut report, finished.stats) {
+            report.add(&file.display().to_string(), &grid, stats);
+        }
+    }
+    if let Some(report) = &report {
+        answers.write_report(report)?;
+        eprintln!(
+            "statistics -> {}",
+            args.answers.stats.as_ref().expect("a report").display()
+        );
     }
     Ok(())
 }
 
 /// One image predicted whole in memory (PNG/JPEG, or a GeoTIFF with `--overlay`/`--logits`);
-/// returns the class map's path.
+/// returns the class map's path and the answers.
 fn predict_image<B: Backend>(
     args: &PredictArgs,
     model: &Segformer<B>,
     job: &SceneJob<'_>,
     device: &B::Device,
-) -> Result<PathBuf> {
+) -> Result<(PathBuf, Finished)> {
     let file = job.file;
     let (image, geo) =
         tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
@@ -180,7 +206,7 @@ fn predict_image<B: Backend>(
     let pixels = &processed.pixel_values;
     let logits = predict_windows(model, pixels, [bands, h, w], job.windows, device)?;
     let k = model.num_labels();
-    let written = write_outputs(args, file, &image, geo.as_ref(), nodata, &logits, k)?;
+    let written = write_outputs(args, job, &image, geo.as_ref(), nodata, &logits, k)?;
     if let Some(path) = &args.logits {
         npy::write_f32(path, &[1, k, h, w], &logits)?;
     }
@@ -292,22 +318,30 @@ pub(crate) fn check_nodata_room(k: usize, source: &str, fix: &str) -> Result<()>
     Ok(())
 }
 
-/// Writes the mask (and the optional rasters) of `file`; returns the mask's path. Pixels that are
-/// `nodata` in every band get [`NODATA_CLASS`] and NaN probabilities, both declared in the
-/// GeoTIFFs' `GDAL_NODATA` (the input's own nodata is never copied: it may be a class).
+/// Writes the mask (and the optional rasters and answers) of `job`'s file; returns the mask's
+/// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`] and NaN
+/// probabilities, both declared in the GeoTIFFs' `GDAL_NODATA` (the input's own nodata is
+/// never copied: it may be a class).
 fn write_outputs(
     args: &PredictArgs,
-    file: &Path,
+    job: &SceneJob<'_>,
     image: &Raster,
     geo: Option<&GeoRef>,
     nodata: Option<f64>,
     logits: &[f32],
     k: usize,
-) -> Result<PathBuf> {
+) -> Result<(PathBuf, Finished)> {
+    let file = job.file;
     let (h, w) = (image.height, image.width);
     let stem = stem_of(file);
     let holes = nodata.map(|nd| tiles::nodata_pixels(image, nd));
-    let classes = || classes_with_nodata(logits, k, h * w, holes.as_deref());
+    let classes = classes_with_nodata(logits, k, h * w, holes.as_deref());
+    let mut answers = job
+        .answers
+        .start(file, geo, [h, w], &args.output, &stem)?
+        .keep_outlines();
+    answers.add_rows(logits, &classes)?;
+    let finished = answers.finish()?;
     let out = if is_tiff(file) {
         let (mut outputs, out) = SceneOutputs::create(
             &args.output,
@@ -318,14 +352,14 @@ fn write_outputs(
             nodata.is_some(),
             args.probabilities,
         )?;
-        outputs.write_rows(logits, h, holes.as_deref())?;
+        outputs.write_rows(logits, &classes, h, holes.as_deref())?;
         outputs
             .finish()
             .with_context(|| format!("writing {}", out.display()))?;
         out
     } else {
         let out = args.output.join(format!("{stem}.png"));
-        let mask = Mask::new(w, h, classes()).expect("mask sized from the image");
+        let mask = Mask::new(w, h, classes.clone()).expect("mask sized from the image");
         tiles::write_mask_png(&out, &mask).with_context(|| format!("writing {}", out.display()))?;
         if args.probabilities {
             let path = args.output.join(format!("{stem}_prob.tif"));
@@ -339,10 +373,54 @@ fn write_outputs(
     };
     if args.overlay {
         let path = args.output.join(format!("{stem}_overlay.png"));
-        tiles::write_png(&path, &overlay(image, &classes(), holes.as_deref()))
-            .with_context(|| format!("writing {}", path.display()))?;
+        let mut picture = overlay(image, &classes, holes.as_deref());
+        draw_outlines(&mut picture, &finished.outlines);
+        tiles::write_png(&path, &picture).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(out)
+    Ok((out, finished))
+}
+
+/// The colour of polygon outlines on the overlay.
+const OUTLINE: [u8; 3] = [255, 255, 0];
+
+/// Draws the rings of `regions` (pixel-corner coordinates, as `--vector` writes them before
+/// reprojection) one pixel wide onto an RGB `picture`: each ring edge marks the pixels just
+/// inside it, so the outline is the region's own border pixels.
+fn draw_outlines(picture: &mut Raster, regions: &[vector::Region]) {
+    let (w, h) = (picture.width, picture.height);
+    let RasterData::U8(rgb) = &mut picture.data else {
+        return;
+    };
+    let mut paint = |x: usize, y: usize| {
+        if x < w && y < h {
+            rgb[(y * w + x) * 3..(y * w + x) * 3 + 3].copy_from_slice(&OUTLINE);
+        }
+    };
+    for ring in regions.iter().flat_map(|r| &r.rings) {
+        for edge in ring.windows(2) {
+            let ([x0, y0], [x1, y1]) = (edge[0], edge[1]);
+            // Pixel edges are axis-aligned unit steps along the corners' grid: walk them and
+            // paint the pixel on each side that lies inside the picture's region of the edge.
+            let steps = (x1 - x0).abs().max((y1 - y0).abs()).round() as usize;
+            for s in 0..steps {
+                let t = (s as f64 + 0.5) / steps as f64;
+                let (x, y) = (x0 + t * (x1 - x0), y0 + t * (y1 - y0));
+                // Walking a ring, the midpoint of a horizontal edge sits between rows y-1 and
+                // y; of a vertical edge between columns x-1 and x. Paint both neighbours' row
+                // or column clamped into the image: a two-pixel line that reads well at any
+                // zoom.
+                if (y1 - y0).abs() < 0.5 {
+                    let (px, py) = (x.floor() as usize, y.round() as usize);
+                    paint(px, py);
+                    paint(px, py.wrapping_sub(1));
+                } else {
+                    let (px, py) = (x.round() as usize, y.floor() as usize);
+                    paint(px, py);
+                    paint(px.wrapping_sub(1), py);
+                }
+            }
+        }
+    }
 }
 
 /// The image (first three bands, contrast-stretched unless 8-bit, over its valid pixels) with

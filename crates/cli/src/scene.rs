@@ -18,6 +18,8 @@ use tiles::{
     SampleKind,
 };
 
+use crate::answers::{AnswerSpec, Finished};
+
 /// The class value of nodata pixels: never a class index, declared as the class map's
 /// `GDAL_NODATA` (models with more than 255 classes are refused when nodata is in play).
 pub const NODATA_CLASS: u8 = 255;
@@ -96,12 +98,17 @@ impl SceneOutputs {
         Ok((outputs, path))
     }
 
-    /// Writes the next `n` rows from their blended logits (`[k, n, W]`); `holes` marks their
-    /// nodata pixels (`[n, W]`).
-    pub fn write_rows(&mut self, logits: &[f32], n: usize, holes: Option<&[bool]>) -> Result<()> {
+    /// Writes the next `n` rows from their blended logits (`[k, n, W]`) and `classes`
+    /// ([`classes_with_nodata`], `[n, W]`); `holes` marks their nodata pixels (`[n, W]`).
+    pub fn write_rows(
+        &mut self,
+        logits: &[f32],
+        classes: &[u8],
+        n: usize,
+        holes: Option<&[bool]>,
+    ) -> Result<()> {
         let plane = n * self.width;
-        let classes = classes_with_nodata(logits, self.k, plane, holes);
-        self.classes.write_rows(&RasterData::U8(classes))?;
+        self.classes.write_rows(&RasterData::U8(classes.to_vec()))?;
         if let Some(writer) = &mut self.probabilities {
             let hwc = probabilities_hwc(logits, self.k, plane, holes);
             writer.write_rows(&RasterData::F32(hwc))?;
@@ -181,16 +188,19 @@ pub struct SceneJob<'a> {
     pub windows: &'a Windows,
     /// The model's preprocessing.
     pub processor: &'a SegformerProcessor,
+    /// Hectares and polygons, when asked for.
+    pub answers: &'a AnswerSpec,
 }
 
-/// Predicts a GeoTIFF scene in bounded memory; returns the class map's path. The class map is
-/// the one the in-memory path gives, pixel for pixel ([`infer::predict_streaming`] blends to
-/// the same bits as [`infer::predict_windows`]).
+/// Predicts a GeoTIFF scene in bounded memory; returns the class map's path and the answers
+/// (statistics and polygons, fed the same rows). The class map is the one the in-memory path
+/// gives, pixel for pixel ([`infer::predict_streaming`] blends to the same bits as
+/// [`infer::predict_windows`]).
 pub fn predict_scene<B: Backend>(
     model: &Segformer<B>,
     job: &SceneJob<'_>,
     device: &B::Device,
-) -> Result<PathBuf> {
+) -> Result<(PathBuf, Finished)> {
     let file = job.file;
     let reader =
         ChunkedReader::open(file).with_context(|| format!("reading {}", file.display()))?;
@@ -214,6 +224,9 @@ pub fn predict_scene<B: Backend>(
         nodata.is_some(),
         job.probabilities,
     )?;
+    let mut answers = job
+        .answers
+        .start(file, geo.as_ref(), [h, w], job.out_dir, &stem)?;
     let reader = RefCell::new(reader);
     let read = |[y0, x0]: [usize; 2], [rh, rw]: [usize; 2]| {
         reader
@@ -245,15 +258,18 @@ pub fn predict_scene<B: Backend>(
                 Some(nd) => Some(tiles::nodata_pixels(&read([y0, 0], [n, w])?, nd)),
                 None => None,
             };
+            let classes = classes_with_nodata(logits, k, n * w, holes.as_deref());
             outputs
-                .write_rows(logits, n, holes.as_deref())
-                .with_context(|| format!("writing {}", path.display()))
+                .write_rows(logits, &classes, n, holes.as_deref())
+                .with_context(|| format!("writing {}", path.display()))?;
+            answers.add_rows(logits, &classes)
         },
     )?;
+    let finished = answers.finish()?;
     outputs
         .finish()
         .with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    Ok((path, finished))
 }
 
 #[cfg(test)]
@@ -288,8 +304,9 @@ mod tests {
             probabilities: false,
             windows: &windows,
             processor: &processor,
+            answers: &AnswerSpec::new(&Default::default(), vec!["a".into(), "b".into()]).unwrap(),
         };
-        let path = predict_scene(&model, &job, &device).unwrap();
+        let (path, _) = predict_scene(&model, &job, &device).unwrap();
         let (written, _) = tiles::read_image(&path).unwrap();
         let pixels = processor.process(&image, None).unwrap().pixel_values;
         let logits = infer::predict_windows(&model, &pixels, [3, h, w], &windows, &device).unwrap();

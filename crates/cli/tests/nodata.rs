@@ -183,47 +183,10 @@ fn predict_nodata_flag_overrides_the_tag_and_without_either_there_is_none() {
 
 /// A copy of the fixture whose classifier has 256 outputs.
 fn model_with_256_classes(dir: &Path) -> PathBuf {
-    let src = fixture();
-    let dst = dir.join("wide");
-    std::fs::create_dir_all(&dst).unwrap();
-    let mut config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
-    let id2label: serde_json::Map<String, serde_json::Value> = (0..256)
-        .map(|i| (i.to_string(), format!("class_{i}").into()))
+    let weight = (0..256 * classifier_width())
+        .map(|i| i as f32 * 1e-3)
         .collect();
-    let label2id: serde_json::Map<String, serde_json::Value> =
-        (0..256).map(|i| (format!("class_{i}"), i.into())).collect();
-    config["id2label"] = id2label.into();
-    config["label2id"] = label2id.into();
-    std::fs::write(dst.join("config.json"), config.to_string()).unwrap();
-
-    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let decoder = st.tensor("decode_head.classifier.weight").unwrap().shape()[1];
-    let weight: Vec<u8> = (0..256 * decoder)
-        .flat_map(|i| (i as f32 * 1e-3).to_le_bytes())
-        .collect();
-    let bias: Vec<u8> = (0..256).flat_map(|_| 0f32.to_le_bytes()).collect();
-    let mut tensors: Vec<(String, safetensors::tensor::TensorView)> = Vec::new();
-    for (name, view) in st.tensors() {
-        let view = match name.as_str() {
-            "decode_head.classifier.weight" => safetensors::tensor::TensorView::new(
-                safetensors::Dtype::F32,
-                vec![256, decoder, 1, 1],
-                &weight,
-            )
-            .unwrap(),
-            "decode_head.classifier.bias" => {
-                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![256], &bias)
-                    .unwrap()
-            }
-            _ => view,
-        };
-        tensors.push((name, view));
-    }
-    let out = safetensors::serialize(tensors, &None).unwrap();
-    std::fs::write(dst.join("model.safetensors"), out).unwrap();
-    dst
+    fixture_with_head(dir, "wide", weight, vec![0.0; 256])
 }
 
 #[test]

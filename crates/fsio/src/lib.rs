@@ -98,37 +98,100 @@ pub fn write_atomic_with<T, E: From<FsioError>>(
     path: &Path,
     fill: impl FnOnce(&mut File) -> Result<T, E>,
 ) -> Result<T, E> {
-    let dir = parent_dir(path);
-    fs::create_dir_all(dir).map_err(|source| FsioError::Create {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".segfit-").suffix(".tmp");
-    // tempfile creates 0o600; ask for what `File::create` would give (the kernel applies the
-    // umask to the mode passed at creation, so no process-global state is read or changed).
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut tmp = builder
-        .tempfile_in(dir)
-        .map_err(|source| FsioError::Create {
+    let mut file = AtomicFile::create(path)?;
+    // On error `file` is dropped, which deletes the temporary file.
+    let value = fill(file.file_mut())?;
+    file.commit()?;
+    Ok(value)
+}
+
+/// A file written over time (e.g. a scene's outputs, row by row) that appears at its path only
+/// when [`AtomicFile::commit`] is called: until then the content lives in a temporary sibling,
+/// which is deleted if the `AtomicFile` is dropped uncommitted (an error half-way leaves the
+/// previous file, or none).
+///
+/// ```
+/// use std::io::Write;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("regions.geojson");
+/// let mut file = fsio::AtomicFile::create(&path).unwrap();
+/// file.write_all(b"{\"type\": ").unwrap();
+/// assert!(!path.exists()); // nothing at the path until the commit
+/// file.write_all(b"\"FeatureCollection\", \"features\": []}").unwrap();
+/// file.commit().unwrap();
+/// assert!(std::fs::read_to_string(&path).unwrap().ends_with("[]}"));
+/// ```
+#[derive(Debug)]
+pub struct AtomicFile {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl AtomicFile {
+    /// Starts `path`: creates its directory if needed and a temporary file beside it.
+    pub fn create(path: &Path) -> Result<Self, FsioError> {
+        let dir = parent_dir(path);
+        fs::create_dir_all(dir).map_err(|source| FsioError::Create {
             path: dir.to_path_buf(),
             source,
         })?;
-    // On error `tmp` is dropped, which deletes the temporary file.
-    let value = fill(tmp.as_file_mut())?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|source| FsioError::Write {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".segfit-").suffix(".tmp");
+        // tempfile creates 0o600; ask for what `File::create` would give (the kernel applies
+        // the umask to the mode passed at creation, so no process-global state is read or
+        // changed).
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let tmp = builder
+            .tempfile_in(dir)
+            .map_err(|source| FsioError::Create {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        Ok(Self {
+            tmp,
             path: path.to_path_buf(),
+        })
+    }
+
+    /// The destination (not the temporary file).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary file, for writers that also seek.
+    pub fn file_mut(&mut self) -> &mut File {
+        self.tmp.as_file_mut()
+    }
+
+    /// Syncs the content and renames it over the destination.
+    pub fn commit(mut self) -> Result<(), FsioError> {
+        let write = |source| FsioError::Write {
+            path: self.path.clone(),
             source,
-        })?;
-    tmp.persist(path).map_err(|e| FsioError::Replace {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    sync_dir(dir);
-    Ok(value)
+        };
+        self.tmp.as_file_mut().flush().map_err(write)?;
+        self.tmp.as_file().sync_all().map_err(write)?;
+        self.tmp
+            .persist(&self.path)
+            .map_err(|e| FsioError::Replace {
+                path: self.path.clone(),
+                source: e.error,
+            })?;
+        sync_dir(parent_dir(&self.path));
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.tmp.as_file_mut().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tmp.as_file_mut().flush()
+    }
 }
 
 /// Replaces directory `dst` by the fully written directory `staged` (both on the same
@@ -270,6 +333,31 @@ mod tests {
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             expected
         );
+    }
+
+    #[test]
+    fn an_atomic_file_appears_only_on_commit_and_vanishes_if_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("layer.geojson");
+        write_atomic(&p, b"old").unwrap();
+        let mut f = AtomicFile::create(&p).unwrap();
+        f.write_all(b"new ").unwrap();
+        f.write_all(b"content").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        assert_eq!(
+            names(dir.path()).len(),
+            2,
+            "the temporary file sits beside the target"
+        );
+        f.commit().unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new content");
+        assert_eq!(names(dir.path()), ["layer.geojson"]);
+
+        let mut dropped = AtomicFile::create(&p).unwrap();
+        dropped.write_all(b"half-way").unwrap();
+        drop(dropped);
+        assert_eq!(fs::read(&p).unwrap(), b"new content");
+        assert_eq!(names(dir.path()), ["layer.geojson"]);
     }
 
     #[test]

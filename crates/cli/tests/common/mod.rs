@@ -37,6 +37,59 @@ pub fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny")
 }
 
+/// A copy of the tiny fixture in `dir/name` whose classifier (`decode_head.classifier`) is
+/// replaced: `weight` is `[k, hidden]` row-major, `bias` `[k]`, with classes `class_<i>`.
+pub fn fixture_with_head(dir: &Path, name: &str, weight: Vec<f32>, bias: Vec<f32>) -> PathBuf {
+    let src = fixture();
+    let dst = dir.join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    let k = bias.len();
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    let id2label: serde_json::Map<String, serde_json::Value> = (0..k)
+        .map(|i| (i.to_string(), format!("class_{i}").into()))
+        .collect();
+    let label2id: serde_json::Map<String, serde_json::Value> =
+        (0..k).map(|i| (format!("class_{i}"), i.into())).collect();
+    config["id2label"] = id2label.into();
+    config["label2id"] = label2id.into();
+    std::fs::write(dst.join("config.json"), config.to_string()).unwrap();
+
+    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let hidden = classifier_width();
+    assert_eq!(weight.len(), k * hidden, "weight must be [k, {hidden}]");
+    let weight: Vec<u8> = weight.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bias: Vec<u8> = bias.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut tensors: Vec<(String, safetensors::tensor::TensorView)> = Vec::new();
+    for (name, view) in st.tensors() {
+        let view = match name.as_str() {
+            "decode_head.classifier.weight" => safetensors::tensor::TensorView::new(
+                safetensors::Dtype::F32,
+                vec![k, hidden, 1, 1],
+                &weight,
+            )
+            .unwrap(),
+            "decode_head.classifier.bias" => {
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![k], &bias)
+                    .unwrap()
+            }
+            _ => view,
+        };
+        tensors.push((name, view));
+    }
+    let out = safetensors::serialize(tensors, &None).unwrap();
+    std::fs::write(dst.join("model.safetensors"), out).unwrap();
+    dst
+}
+
+/// The input width of the tiny fixture's classifier (its decoder hidden size).
+pub fn classifier_width() -> usize {
+    let bytes = std::fs::read(fixture().join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensor("decode_head.classifier.weight").unwrap().shape()[1]
+}
+
 /// A tiny independent .npy reader (float32, C order): `(shape, data)`.
 pub fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
     let bytes = std::fs::read(path).unwrap();

@@ -1,0 +1,369 @@
+//! `segfit predict --stats FILE --vector`: what a prediction *means* on the ground, from the
+//! same pass that writes the class map. Per input and in total: pixels, m² and hectares per
+//! class with the mean predicted probability ([`vector::ClassStats`], areas from the
+//! geotransform in the scene's CRS); per input, `<name>.geojson` with one polygon per connected
+//! region of the selected classes ([`vector::Polygonizer`], streamed row band by row band like
+//! the rasters, so a scene of any height is vectorised in bounded memory).
+
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::{Args, ValueEnum};
+use tiles::GeoRef;
+use vector::{
+    ClassStats, GeoJsonWriter, Grid, OutputCrs, Polygonizer, Region, StatsReport, VectorOptions,
+};
+
+use crate::scene::NODATA_CLASS;
+
+/// The answer outputs of `segfit predict`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct AnswerArgs {
+    /// Write per-class pixel counts, areas (m², ha) and mean probabilities, per input and in
+    /// total, to FILE (`.json` or `.csv`). Areas come from the geotransform in the input's CRS
+    /// (ellipsoidal per pixel row for geographic CRSs); inputs without georeferencing get
+    /// pixel counts only.
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// Also write `<name>.geojson`: one polygon per 4-connected region of each selected class,
+    /// with holes, and properties class, area_ha, mean_probability.
+    #[arg(long)]
+    pub vector: bool,
+    /// The classes to vectorise, by name or index, comma-separated [default: all but the
+    /// first].
+    #[arg(long, value_name = "A,B", value_delimiter = ',', requires = "vector")]
+    pub vector_classes: Vec<String>,
+    /// The GeoJSON's coordinates: wgs84 (RFC 7946 longitude/latitude, reprojected) or native
+    /// (the scene's own CRS, named in the file).
+    #[arg(long, value_name = "CRS", default_value = "wgs84", requires = "vector")]
+    pub vector_crs: VectorCrsArg,
+    /// Simplify the polygons with this tolerance in metres, keeping shared boundaries shared
+    /// (topology-preserving).
+    #[arg(
+        long,
+        value_name = "METRES",
+        requires = "vector",
+        allow_negative_numbers = true
+    )]
+    pub simplify: Option<f64>,
+    /// Leave out polygons smaller than this many hectares.
+    #[arg(
+        long,
+        value_name = "HA",
+        requires = "vector",
+        allow_negative_numbers = true
+    )]
+    pub min_area: Option<f64>,
+}
+
+/// `--vector-crs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum VectorCrsArg {
+    /// WGS84 longitude/latitude (RFC 7946).
+    #[default]
+    Wgs84,
+    /// The scene's CRS.
+    Native,
+}
+
+/// What every input's answers share: the checked flags and the class names.
+pub struct AnswerSpec {
+    stats: Option<PathBuf>,
+    vector: Option<VectorSpec>,
+    names: Vec<String>,
+}
+
+struct VectorSpec {
+    selected: Vec<bool>,
+    options: VectorOptions,
+}
+
+impl AnswerSpec {
+    /// Checks the flags against the model's `names` (one per class) before anything runs.
+    pub fn new(args: &AnswerArgs, names: Vec<String>) -> Result<Self> {
+        if let Some(path) = &args.stats {
+            stats_format(path)?;
+        }
+        let vector = if args.vector {
+            let selected = selected_classes(&args.vector_classes, &names)?;
+            if let Some(m) = args.simplify {
+                ensure!(
+                    m.is_finite() && m >= 0.0,
+                    "--simplify {m}: the tolerance must be a distance in metres, 0 or more"
+                );
+            }
+            if let Some(ha) = args.min_area {
+                ensure!(
+                    ha.is_finite() && ha >= 0.0,
+                    "--min-area {ha}: the area must be in hectares, 0 or more"
+                );
+            }
+            let options = VectorOptions {
+                simplify_m: args.simplify.filter(|&m| m > 0.0),
+                min_area_ha: args.min_area.filter(|&ha| ha > 0.0),
+                crs: match args.vector_crs {
+                    VectorCrsArg::Wgs84 => OutputCrs::Wgs84,
+                    VectorCrsArg::Native => OutputCrs::Native,
+                },
+            };
+            Some(VectorSpec { selected, options })
+        } else {
+            None
+        };
+        Ok(Self {
+            stats: args.stats.clone(),
+            vector,
+            names,
+        })
+    }
+
+    /// A report to fill across the inputs, when `--stats` asks for one.
+    pub fn report(&self) -> Option<StatsReport> {
+        self.stats.as_ref().map(|_| StatsReport::new())
+    }
+
+    /// Starts the answers of one `width × height` input (`geo` its georeferencing), writing
+    /// `<out_dir>/<stem>.geojson` with `--vector`.
+    pub fn start(
+        &self,
+        file: &Path,
+        geo: Option<&GeoRef>,
+        [height, width]: [usize; 2],
+        out_dir: &Path,
+        stem: &str,
+    ) -> Result<SceneAnswers> {
+        let grid = Grid::new(geo, width, height)
+            .with_context(|| format!("reading the georeferencing of {}", file.display()))?;
+        let vector = match &self.vector {
+            Some(spec) => {
+                let path = out_dir.join(format!("{stem}.geojson"));
+                let out = fsio::AtomicFile::create(&path)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                let writer =
+                    GeoJsonWriter::new(BufWriter::new(out), &grid, &self.names, &spec.options)
+                        .with_context(|| {
+                            format!(
+                                "{}: cannot write its polygons in the requested CRS",
+                                file.display()
+                            )
+                        })?;
+                let polygons = Polygonizer::new(width, height, spec.selected.clone());
+                Some(VectorSink {
+                    polygons,
+                    writer,
+                    path,
+                    regions: 0,
+                })
+            }
+            None => None,
+        };
+        Ok(SceneAnswers {
+            stats: self
+                .stats
+                .as_ref()
+                .map(|_| ClassStats::new(self.names.clone())),
+            vector,
+            grid,
+            width,
+            row: 0,
+            outlines: Vec::new(),
+            keep_outlines: false,
+        })
+    }
+
+    /// Writes the report, once every input is in.
+    pub fn write_report(&self, report: &StatsReport) -> Result<()> {
+        let Some(path) = &self.stats else {
+            return Ok(());
+        };
+        let text = match stats_format(path)? {
+            StatsFormat::Json => report.to_json(),
+            StatsFormat::Csv => report.to_csv(),
+        };
+        fsio::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// The answers of one input, fed row band by row band.
+pub struct SceneAnswers {
+    stats: Option<ClassStats>,
+    vector: Option<VectorSink>,
+    grid: Grid,
+    width: usize,
+    row: usize,
+    outlines: Vec<Region>,
+    keep_outlines: bool,
+}
+
+struct VectorSink {
+    polygons: Polygonizer,
+    writer: GeoJsonWriter<BufWriter<fsio::AtomicFile>>,
+    path: PathBuf,
+    regions: usize,
+}
+
+/// One input's finished answers.
+pub struct Finished {
+    /// Its class statistics, with `--stats`.
+    pub stats: Option<(Grid, ClassStats)>,
+    /// Its regions in pixel coordinates, when asked to keep them (for the overlay).
+    pub outlines: Vec<Region>,
+    /// The GeoJSON written and how many polygons it holds.
+    pub geojson: Option<(PathBuf, usize)>,
+}
+
+impl SceneAnswers {
+    /// Keeps the finished regions (pixel coordinates) for drawing them on the overlay.
+    pub fn keep_outlines(mut self) -> Self {
+        self.keep_outlines = true;
+        self
+    }
+
+    /// Adds the next rows: their `classes` ([`NODATA_CLASS`] on nodata) and blended `logits`.
+    ///
+    /// # Shapes
+    /// - logits: `[k, n, W]`, classes: `[n, W]`
+    pub fn add_rows(&mut self, logits: &[f32], classes: &[u8]) -> Result<()> {
+        let plane = classes.len();
+        let confidence = confidence_of(logits, classes, plane);
+        if let Some(stats) = &mut self.stats {
+            stats.add_rows(&self.grid, self.row, classes, &confidence);
+        }
+        if let Some(sink) = &mut self.vector {
+            let done = sink.polygons.push_rows(classes, &confidence);
+            sink.regions += done.len();
+            sink.writer
+                .write(&done)
+                .with_context(|| format!("writing {}", sink.path.display()))?;
+            if self.keep_outlines {
+                self.outlines.extend(done);
+            }
+        }
+        self.row += plane / self.width.max(1);
+        Ok(())
+    }
+
+    /// Completes the polygons and the GeoJSON file.
+    pub fn finish(mut self) -> Result<Finished> {
+        let mut geojson = None;
+        if let Some(sink) = self.vector.take() {
+            let VectorSink {
+                polygons,
+                mut writer,
+                path,
+                mut regions,
+            } = sink;
+            let writing = || format!("writing {}", path.display());
+            let done = polygons.finish();
+            regions += done.len();
+            writer.write(&done).with_context(writing)?;
+            if self.keep_outlines {
+                self.outlines.extend(done);
+            }
+            let file = writer
+                .finish()
+                .with_context(writing)?
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(writing)?;
+            file.commit().with_context(writing)?;
+            geojson = Some((path, regions));
+        }
+        Ok(Finished {
+            stats: self.stats.map(|s| (self.grid, s)),
+            outlines: self.outlines,
+            geojson,
+        })
+    }
+}
+
+/// The probability of each pixel's class (the softmax maximum), NaN on nodata.
+///
+/// # Shapes
+/// - logits: `[k, plane]`, classes: `[plane]`
+/// - output: `[plane]`
+fn confidence_of(logits: &[f32], classes: &[u8], plane: usize) -> Vec<f32> {
+    let k = logits.len() / plane.max(1);
+    (0..plane)
+        .map(|i| {
+            if classes[i] == NODATA_CLASS && k <= NODATA_CLASS as usize {
+                return f32::NAN;
+            }
+            let max = (0..k)
+                .map(|c| logits[c * plane + i])
+                .fold(f32::NEG_INFINITY, f32::max);
+            let sum: f32 = (0..k).map(|c| (logits[c * plane + i] - max).exp()).sum();
+            1.0 / sum
+        })
+        .collect()
+}
+
+/// The class names of a model's config: `id2label`, else `class_<i>`.
+pub fn class_names(config: &segformer::SegformerConfig) -> Vec<String> {
+    let k = config.num_labels();
+    (0..k)
+        .map(|i| {
+            config
+                .id2label
+                .as_ref()
+                .and_then(|m| m.get(&i.to_string()).cloned())
+                .unwrap_or_else(|| format!("class_{i}"))
+        })
+        .collect()
+}
+
+/// `--vector-classes` as a mask over the classes: names or indices; all but the first when
+/// empty.
+fn selected_classes(given: &[String], names: &[String]) -> Result<Vec<bool>> {
+    let mut selected = vec![false; names.len()];
+    if given.is_empty() {
+        ensure!(
+            names.len() > 1,
+            "--vector: the model has a single class ({}); name it with --vector-classes",
+            names[0]
+        );
+        selected[1..].iter_mut().for_each(|s| *s = true);
+        return Ok(selected);
+    }
+    for g in given {
+        let g = g.trim();
+        let index = names
+            .iter()
+            .position(|n| n == g)
+            .or_else(|| g.parse::<usize>().ok().filter(|&i| i < names.len()));
+        match index {
+            Some(i) => selected[i] = true,
+            None => bail!(
+                "--vector-classes: `{g}` is not one of the model's classes ({}); give names or \
+                 indices 0..{}",
+                names.join(", "),
+                names.len() - 1
+            ),
+        }
+    }
+    Ok(selected)
+}
+
+#[derive(Clone, Copy)]
+enum StatsFormat {
+    Json,
+    Csv,
+}
+
+fn stats_format(path: &Path) -> Result<StatsFormat> {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(|e| e.to_ascii_lowercase())
+        .as_deref()
+    {
+        Some("json") => Ok(StatsFormat::Json),
+        Some("csv") => Ok(StatsFormat::Csv),
+        _ => bail!(
+            "--stats {}: the format comes from the extension; use a .json or .csv file name",
+            path.display()
+        ),
+    }
+}
