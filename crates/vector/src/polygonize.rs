@@ -325,9 +325,9 @@ impl Polygonizer {
         }
         if has_prev {
             // Bottom edges (−x) of the row above.
-            for c in 0..w {
+            for (c, &below) in cur.iter().enumerate() {
                 let k = self.prev[c];
-                if sel[k as usize] && cur[c] != k {
+                if sel[k as usize] && below != k {
                     let id = self.find(self.prev_labels[c]);
                     let cu = c as u32;
                     let e = Edge {

@@ -12,7 +12,8 @@
 //! on the edges themselves. Every vertex of every ring is a pixel corner, so no other boundary
 //! can pass through that area: simplified arcs never cross each other or themselves, without
 //! looking at the neighbours (which a stream may not have yet). The price: detail more than
-//! about a pixel deep is kept even when it is within the tolerance.
+//! about a pixel deep is kept even when it is within the tolerance, and each arc keeps at least
+//! one inner point (see [`simplify_arc`]).
 
 use crate::polygonize::{Region, shoelace2};
 
@@ -67,7 +68,7 @@ fn simplify_ring(
             let second = simplify_arc(&arc[m..], tol, scale, true);
             out.extend_from_slice(&second[..second.len() - 1]);
         } else {
-            let s = simplify_arc(&arc, tol, scale, false);
+            let s = simplify_arc(&arc, tol, scale, true);
             out.extend_from_slice(&s[..s.len() - 1]);
         }
     }
@@ -82,7 +83,12 @@ fn simplify_ring(
 }
 
 /// Douglas–Peucker on one arc, run from its lexicographically smaller end; `keep_one` keeps at
-/// least one inner point (the halves of a closed arc, so the ring cannot collapse to a line).
+/// least one inner point (its farthest from the chord).
+///
+/// Rings keep one inner point per arc: two arcs of one ring may join the same two corners (a
+/// one-pixel region has two arcs, one per neighbour), and were both reduced to their chord the
+/// ring would collapse; a ring-level repair could not be mirrored by the neighbours, which see
+/// only one of the arcs. With an inner point kept per arc, no two arcs share a segment.
 fn simplify_arc(
     arc: &[[i64; 2]],
     tol: f64,

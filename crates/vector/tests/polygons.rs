@@ -12,7 +12,10 @@ const ALL: [bool; 10] = [true; 10];
 fn unit_edges(ring: &[[f64; 2]]) -> Vec<([i64; 2], [i64; 2])> {
     let mut out = Vec::new();
     for w in ring.windows(2) {
-        let (a, b) = ([w[0][0] as i64, w[0][1] as i64], [w[1][0] as i64, w[1][1] as i64]);
+        let (a, b) = (
+            [w[0][0] as i64, w[0][1] as i64],
+            [w[1][0] as i64, w[1][1] as i64],
+        );
         let n = (b[0] - a[0]).abs().max((b[1] - a[1]).abs());
         let d = [(b[0] - a[0]).signum(), (b[1] - a[1]).signum()];
         for k in 0..n {
@@ -53,7 +56,10 @@ fn square_with_a_hole() {
     assert_eq!(ring_area(&ones[0].rings[1]), -1.0);
     // The hole is exactly the zero pixel's outline, walked the other way.
     let zero = of_class(&regions, 0);
-    let mut hole: Vec<_> = unit_edges(&ones[0].rings[1]).into_iter().map(|(a, b)| (b, a)).collect();
+    let mut hole: Vec<_> = unit_edges(&ones[0].rings[1])
+        .into_iter()
+        .map(|(a, b)| (b, a))
+        .collect();
     hole.sort();
     assert_eq!(hole, unit_edges(&zero[0].rings[0]));
 }
@@ -65,11 +71,17 @@ fn a_hole_holding_an_island() {
     ]);
     let (regions, _) = polygonize(w, h, &m, &ALL, 2);
     check_all(&regions);
-    let mut ones: Vec<_> = of_class(&regions, 1).iter().map(|r| (r.pixels, r.rings.len())).collect();
+    let mut ones: Vec<_> = of_class(&regions, 1)
+        .iter()
+        .map(|r| (r.pixels, r.rings.len()))
+        .collect();
     ones.sort();
     assert_eq!(ones, vec![(1, 1), (24, 2)]);
     let zero = of_class(&regions, 0);
-    assert_eq!((zero.len(), zero[0].pixels, zero[0].rings.len()), (1, 24, 2));
+    assert_eq!(
+        (zero.len(), zero[0].pixels, zero[0].rings.len()),
+        (1, 24, 2)
+    );
 }
 
 #[test]
@@ -79,7 +91,10 @@ fn touching_regions_of_two_classes_share_their_edge_exactly() {
     check_all(&regions);
     let (a, b) = (of_class(&regions, 1)[0], of_class(&regions, 2)[0]);
     let ea = unit_edges(&a.rings[0]);
-    let eb: Vec<_> = unit_edges(&b.rings[0]).into_iter().map(|(p, q)| (q, p)).collect();
+    let eb: Vec<_> = unit_edges(&b.rings[0])
+        .into_iter()
+        .map(|(p, q)| (q, p))
+        .collect();
     let shared: Vec<_> = ea.iter().filter(|e| eb.contains(e)).collect();
     // The staircase between them: (2,0)-(2,2), (2,2)-(3,2), (3,2)-(3,3), walked both ways.
     assert_eq!(shared.len(), 4);
@@ -121,7 +136,11 @@ fn a_checkerboard_is_one_region_per_pixel() {
     let (regions, _) = polygonize(n, n, &m, &ALL, 3);
     check_all(&regions);
     assert_eq!(regions.len(), n * n);
-    assert!(regions.iter().all(|r| r.pixels == 1 && r.rings.len() == 1 && r.rings[0].len() == 5));
+    assert!(
+        regions
+            .iter()
+            .all(|r| r.pixels == 1 && r.rings.len() == 1 && r.rings[0].len() == 5)
+    );
 }
 
 #[test]
@@ -129,7 +148,11 @@ fn row_by_row_equals_all_at_once() {
     let (w, h) = (37, 29);
     let m = random_map(w, h, 3, 0.6, 0.05, 7);
     let sorted = |mut v: Vec<Region>| {
-        v.sort_by(|a, b| (a.class, a.pixels, &a.rings[0]).partial_cmp(&(b.class, b.pixels, &b.rings[0])).unwrap());
+        v.sort_by(|a, b| {
+            (a.class, a.pixels, &a.rings[0])
+                .partial_cmp(&(b.class, b.pixels, &b.rings[0]))
+                .unwrap()
+        });
         v
     };
     let (all, _) = polygonize(w, h, &m, &ALL, h);
@@ -153,13 +176,21 @@ fn a_random_map_matches_an_independent_flood_fill() {
         assert_eq!(got, flood_fill(w, h, &m, &selected), "seed {seed}");
         // Class areas: the sum of polygon areas equals the raster count.
         for k in [0u8, 2, 3] {
-            let poly: f64 = regions.iter().filter(|r| r.class == k).map(|r| polygon_area(&r.rings)).sum();
+            let poly: f64 = regions
+                .iter()
+                .filter(|r| r.class == k)
+                .map(|r| polygon_area(&r.rings))
+                .sum();
             let raster = m.iter().filter(|&&v| v == k).count() as f64;
             assert_eq!(poly, raster, "class {k}");
         }
         assert!(regions.iter().all(|r| r.class != 1 && r.class != 255));
         // Regions are handed out as soon as they are complete, not all at the end.
-        assert!(streamed > regions.len() / 2, "seed {seed}: {streamed} of {}", regions.len());
+        assert!(
+            streamed > regions.len() / 2,
+            "seed {seed}: {streamed} of {}",
+            regions.len()
+        );
     }
 }
 
@@ -169,7 +200,11 @@ fn with_every_class_selected_the_rings_tile_the_image() {
     let (w, h) = (31, 23);
     let m = random_map(w, h, 3, 0.7, 0.0, 11);
     let (regions, _) = polygonize(w, h, &m, &ALL, 4);
-    let mut edges: Vec<_> = regions.iter().flat_map(|r| &r.rings).flat_map(|r| unit_edges(r)).collect();
+    let mut edges: Vec<_> = regions
+        .iter()
+        .flat_map(|r| &r.rings)
+        .flat_map(|r| unit_edges(r))
+        .collect();
     let n = edges.len();
     edges.sort();
     edges.dedup();
@@ -188,7 +223,11 @@ fn with_every_class_selected_the_rings_tile_the_image() {
     for (a, b) in &edges {
         let on_border = (a[0] == b[0] && (a[0] == 0 || a[0] == w as i64))
             || (a[1] == b[1] && (a[1] == 0 || a[1] == h as i64));
-        assert_eq!(edges.binary_search(&(*b, *a)).is_ok(), !on_border, "{a:?}-{b:?}");
+        assert_eq!(
+            edges.binary_search(&(*b, *a)).is_ok(),
+            !on_border,
+            "{a:?}-{b:?}"
+        );
     }
 }
 
@@ -206,7 +245,9 @@ fn nodata_is_never_polygonized_and_holes_around_it_are_kept() {
 fn a_tall_region_is_emitted_once_when_it_ends() {
     // A column of class 1 ending at row 50 of 60, next to class 0.
     let (w, h) = (3, 60);
-    let m: Vec<u8> = (0..w * h).map(|i| u8::from(i % w == 1 && i / w < 50)).collect();
+    let m: Vec<u8> = (0..w * h)
+        .map(|i| u8::from(i % w == 1 && i / w < 50))
+        .collect();
     let mut p = vector::Polygonizer::new(w, h, vec![false, true]);
     let conf = vec![0.75f32; w];
     let mut seen = Vec::new();

@@ -46,9 +46,24 @@ pub fn random_map(w: usize, h: usize, classes: u8, keep: f64, nodata: f64, seed:
 
 /// Polygonizes `classes` pushing `chunk` rows at a time; also returns how many regions came
 /// out of `push_rows` (rather than `finish`).
-pub fn polygonize(w: usize, h: usize, classes: &[u8], selected: &[bool], chunk: usize) -> (Vec<Region>, usize) {
+pub fn polygonize(
+    w: usize,
+    h: usize,
+    classes: &[u8],
+    selected: &[bool],
+    chunk: usize,
+) -> (Vec<Region>, usize) {
     let mut p = Polygonizer::new(w, h, selected.to_vec());
-    let conf: Vec<f32> = classes.iter().map(|&k| if k == 255 { f32::NAN } else { 0.5 + k as f32 / 100.0 }).collect();
+    let conf: Vec<f32> = classes
+        .iter()
+        .map(|&k| {
+            if k == 255 {
+                f32::NAN
+            } else {
+                0.5 + k as f32 / 100.0
+            }
+        })
+        .collect();
     let mut out = Vec::new();
     let mut r = 0;
     while r < h {
@@ -77,10 +92,18 @@ pub fn flood_fill(w: usize, h: usize, classes: &[u8], selected: &[bool]) -> Vec<
             n += 1;
             let (r, c) = (i / w, i % w);
             let mut nb = Vec::new();
-            if r > 0 { nb.push(i - w); }
-            if r + 1 < h { nb.push(i + w); }
-            if c > 0 { nb.push(i - 1); }
-            if c + 1 < w { nb.push(i + 1); }
+            if r > 0 {
+                nb.push(i - w);
+            }
+            if r + 1 < h {
+                nb.push(i + w);
+            }
+            if c > 0 {
+                nb.push(i - 1);
+            }
+            if c + 1 < w {
+                nb.push(i + 1);
+            }
             for j in nb {
                 if !seen[j] && classes[j] == k {
                     seen[j] = true;
@@ -96,7 +119,10 @@ pub fn flood_fill(w: usize, h: usize, classes: &[u8], selected: &[bool]) -> Vec<
 
 /// Signed shoelace area of a closed ring (first point repeated last).
 pub fn ring_area(ring: &[[f64; 2]]) -> f64 {
-    ring.windows(2).map(|w| w[0][0] * w[1][1] - w[1][0] * w[0][1]).sum::<f64>() / 2.0
+    ring.windows(2)
+        .map(|w| w[0][0] * w[1][1] - w[1][0] * w[0][1])
+        .sum::<f64>()
+        / 2.0
 }
 
 /// A polygon's area: outer minus holes, whatever their orientation.
@@ -119,7 +145,12 @@ fn on_seg(p: [f64; 2], a: [f64; 2], b: [f64; 2]) -> bool {
 
 /// Segments `ab` and `cd` meet anywhere other than at a point that is an endpoint of both.
 pub fn bad_contact(a: [f64; 2], b: [f64; 2], c: [f64; 2], d: [f64; 2]) -> bool {
-    let (o1, o2, o3, o4) = (orient(a, b, c), orient(a, b, d), orient(c, d, a), orient(c, d, b));
+    let (o1, o2, o3, o4) = (
+        orient(a, b, c),
+        orient(a, b, d),
+        orient(c, d, a),
+        orient(c, d, b),
+    );
     if o1 * o2 < 0.0 && o3 * o4 < 0.0 {
         return true; // proper crossing
     }
@@ -154,11 +185,15 @@ pub fn assert_valid(rings: &[Vec<[f64; 2]>]) {
             if adjacent {
                 // Consecutive edges may not fold back onto each other.
                 let (p, q, r) = if b == c { (a, b, d) } else { (c, d, b) };
-                let folds = orient(p, q, r) == 0.0 && (r[0] - q[0]) * (p[0] - q[0]) + (r[1] - q[1]) * (p[1] - q[1]) > 0.0;
+                let folds = orient(p, q, r) == 0.0
+                    && (r[0] - q[0]) * (p[0] - q[0]) + (r[1] - q[1]) * (p[1] - q[1]) > 0.0;
                 assert!(!folds, "edges fold back at {q:?}");
                 continue;
             }
-            assert!(!bad_contact(a, b, c, d), "edges {a:?}-{b:?} and {c:?}-{d:?} cross or overlap");
+            assert!(
+                !bad_contact(a, b, c, d),
+                "edges {a:?}-{b:?} and {c:?}-{d:?} cross or overlap"
+            );
         }
     }
 }
@@ -188,14 +223,18 @@ pub fn geographic_keys(code: u16) -> Vec<u16> {
 /// must not cross: the two edges of one pass may not separate those of another around it.
 pub fn assert_no_crossing_at_vertices(rings: &[Vec<[f64; 2]>]) {
     use std::collections::HashMap;
-    let mut passes: HashMap<(u64, u64), Vec<([f64; 2], [f64; 2])>> = HashMap::new();
+    type Pass = ([f64; 2], [f64; 2]);
+    let mut passes: HashMap<(u64, u64), Vec<Pass>> = HashMap::new();
     for ring in rings {
         let n = ring.len() - 1;
         for i in 0..n {
             let v = ring[i];
             let prev = ring[(i + n - 1) % n];
             let next = ring[i + 1];
-            passes.entry((v[0].to_bits(), v[1].to_bits())).or_default().push((prev, next));
+            passes
+                .entry((v[0].to_bits(), v[1].to_bits()))
+                .or_default()
+                .push((prev, next));
         }
     }
     for (key, ps) in passes {
@@ -240,7 +279,10 @@ pub fn assert_no_overlap_between(polys: &[Vec<Vec<[f64; 2]>>]) {
             if bbox_apart(a, b, c, d) {
                 continue;
             }
-            assert!(!bad_contact(a, b, c, d), "polygons {ki} and {kj}: {a:?}-{b:?} vs {c:?}-{d:?}");
+            assert!(
+                !bad_contact(a, b, c, d),
+                "polygons {ki} and {kj}: {a:?}-{b:?} vs {c:?}-{d:?}"
+            );
         }
     }
 }
