@@ -7,7 +7,7 @@
 //! edges are joined into rings and it is handed out. Memory is the two current rows plus the
 //! boundary edges of the open regions.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 /// The class code of "outside the image" on the other side of an edge.
 pub(crate) const OUTSIDE: u16 = 257;
@@ -110,6 +110,16 @@ pub struct Polygonizer {
     parent: Vec<u32>,
     open: Vec<Option<Open>>,
     free: Vec<u32>,
+    /// Vertical runs still growing: slot `2x` the +y run at `x`, `2x + 1` the −y run.
+    runs: Vec<Option<Run>>,
+}
+
+/// A vertical boundary run from row `y0` down to the current row.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    label: u32,
+    other: u16,
+    y0: u32,
 }
 
 impl Polygonizer {
@@ -131,6 +141,7 @@ impl Polygonizer {
             parent: Vec::new(),
             open: Vec::new(),
             free: Vec::new(),
+            runs: vec![None; 2 * (width + 1)],
         }
     }
 
@@ -166,6 +177,9 @@ impl Polygonizer {
 
     /// Closes the last row and returns every region still open.
     pub fn finish(mut self) -> Vec<Region> {
+        for slot in 0..self.runs.len() {
+            self.end_run(slot);
+        }
         let y = self.row as u32;
         for c in 0..self.prev.len() {
             let k = self.prev[c];
@@ -252,6 +266,41 @@ impl Polygonizer {
         big
     }
 
+    /// Extends the run in `slot` by this row's edge (label, other class), or ends it there.
+    fn continue_run(&mut self, slot: usize, edge: Option<(u32, u16)>) {
+        if let (Some(run), Some((label, other))) = (self.runs[slot], edge)
+            && run.other == other
+            && self.find(run.label) == self.find(label)
+        {
+            return;
+        }
+        self.end_run(slot);
+        self.runs[slot] = edge.map(|(label, other)| Run {
+            label,
+            other,
+            y0: self.row as u32,
+        });
+    }
+
+    /// Hands the run in `slot`, which ended above the current row, to its region.
+    fn end_run(&mut self, slot: usize) {
+        let Some(run) = self.runs[slot].take() else {
+            return;
+        };
+        let (x, y1) = ((slot / 2) as u32, self.row as u32);
+        let (from, to) = if slot % 2 == 0 {
+            ([x, run.y0], [x, y1])
+        } else {
+            ([x, y1], [x, run.y0])
+        };
+        let id = self.find(run.label);
+        self.region(id).push_edge(Edge {
+            from,
+            to,
+            other: run.other,
+        });
+    }
+
     fn push_row(&mut self, cur: &[u8], conf: &[f32], done: &mut Vec<Region>) {
         let (w, y) = (self.width, self.row);
         let (yu, sel) = (y as u32, self.selected);
@@ -281,47 +330,41 @@ impl Polygonizer {
             }
         }
         let code = |k: u8| k as u16;
-        // Edges of this row's pixels: top (+x), left (−y), right (+y); the interior is on the
-        // right-hand side when walking them with rows going down.
+        // Top edges (+x) of this row's pixels; the interior is on the right-hand side when
+        // walking an edge with rows going down.
         for c in 0..w {
             let k = cur[c];
-            if !sel[k as usize] {
+            if !sel[k as usize] || (has_prev && self.prev[c] == k) {
                 continue;
             }
             let id = self.find(self.cur_labels[c]);
+            let other = if has_prev {
+                code(self.prev[c])
+            } else {
+                OUTSIDE
+            };
             let cu = c as u32;
-            if !has_prev || self.prev[c] != k {
-                let other = if has_prev {
-                    code(self.prev[c])
-                } else {
-                    OUTSIDE
-                };
-                self.region(id).push_edge(Edge {
-                    from: [cu, yu],
-                    to: [cu + 1, yu],
-                    other,
-                });
-            }
-            if c == 0 || cur[c - 1] != k {
-                let other = if c == 0 { OUTSIDE } else { code(cur[c - 1]) };
-                self.region(id).push_edge(Edge {
-                    from: [cu, yu + 1],
-                    to: [cu, yu],
-                    other,
-                });
-            }
-            if c + 1 == w || cur[c + 1] != k {
-                let other = if c + 1 == w {
-                    OUTSIDE
-                } else {
-                    code(cur[c + 1])
-                };
-                self.region(id).push_edge(Edge {
-                    from: [cu + 1, yu],
-                    to: [cu + 1, yu + 1],
-                    other,
-                });
-            }
+            self.region(id).push_edge(Edge {
+                from: [cu, yu],
+                to: [cu + 1, yu],
+                other,
+            });
+        }
+        // Vertical edges at x = 0..=w: the right edge of pixel x − 1 (+y) and the left edge of
+        // pixel x (−y). They are kept as runs over rows and handed to their region only when
+        // the run ends, so a straight side costs one edge, not one per row.
+        for x in 0..=w {
+            let left = (x > 0).then(|| cur[x - 1]);
+            let right = (x < w).then(|| cur[x]);
+            let boundary = left != right;
+            let down = left
+                .filter(|&k| boundary && sel[k as usize])
+                .map(|_| (self.cur_labels[x - 1], right.map_or(OUTSIDE, code)));
+            let up = right
+                .filter(|&k| boundary && sel[k as usize])
+                .map(|_| (self.cur_labels[x], left.map_or(OUTSIDE, code)));
+            self.continue_run(2 * x, down);
+            self.continue_run(2 * x + 1, up);
         }
         if has_prev {
             // Bottom edges (−x) of the row above.
@@ -397,69 +440,34 @@ impl Polygonizer {
 
 /// Joins a complete region's edges into closed rings, outer ring first.
 fn assemble(reg: Open) -> Region {
-    let mut out_of: HashMap<[u32; 2], [usize; 2]> = HashMap::with_capacity(reg.edges.len());
-    for (i, e) in reg.edges.iter().enumerate() {
-        let slot = out_of.entry(e.from).or_insert([usize::MAX; 2]);
-        if slot[0] == usize::MAX {
-            slot[0] = i;
-        } else {
-            slot[1] = i;
-        }
-    }
-    let saddles: std::collections::HashSet<[u32; 2]> = reg.saddles.iter().copied().collect();
-    let mut used = vec![false; reg.edges.len()];
-    let mut rings = Vec::new();
-    for start in 0..reg.edges.len() {
-        if used[start] {
-            continue;
-        }
-        // Walk the ring: (vertex, the neighbour class of the edge leaving it).
-        let mut pts: Vec<([u32; 2], u16)> = Vec::new();
-        let mut i = start;
-        loop {
-            used[i] = true;
-            let e = reg.edges[i];
-            pts.push((e.from, e.other));
-            let d = e.dir();
-            let next = out_of[&e.to];
-            let free: Vec<usize> = next
-                .iter()
-                .copied()
-                .filter(|&j| j != usize::MAX && !used[j])
-                .collect();
-            i = match free.as_slice() {
-                [] => break,
-                [j] => *j,
-                // A saddle: turn right, around the same pixel (4-connectivity).
-                [a, b] => {
-                    let right = [-d[1], d[0]];
-                    if reg.edges[*a].dir() == right { *a } else { *b }
-                }
-                _ => unreachable!(),
-            };
-        }
-        rings.push(simplify_collinear(pts, &saddles));
-    }
+    let Open {
+        class,
+        pixels,
+        confidence_sum,
+        confidence_count,
+        edges,
+        saddles,
+        ..
+    } = reg;
+    let mut rings = trace_rings(edges, &saddles);
     // Outer ring first: the one with the largest positive shoelace sum.
-    let area = |r: &Vec<([i64; 2], u16, bool)>| shoelace2(r.iter().map(|p| p.0));
+    let area = |r: &Ring| shoelace2(r.iter().map(|p| [p.0[0] as i64, p.0[1] as i64]));
     let outer = (0..rings.len())
         .max_by_key(|&i| area(&rings[i]))
         .expect("a region has at least one ring");
     rings.swap(0, outer);
     let mut out = Region {
-        class: reg.class,
+        class,
         rings: Vec::with_capacity(rings.len()),
-        pixels: reg.pixels,
-        confidence_sum: reg.confidence_sum,
-        confidence_count: reg.confidence_count,
+        pixels,
+        confidence_sum,
+        confidence_count,
         neighbours: Vec::with_capacity(rings.len()),
         saddle: Vec::with_capacity(rings.len()),
     };
     for ring in rings {
-        let mut pts: Vec<[f64; 2]> = ring
-            .iter()
-            .map(|p| [p.0[0] as f64, p.0[1] as f64])
-            .collect();
+        let mut pts: Vec<[f64; 2]> = Vec::with_capacity(ring.len() + 1);
+        pts.extend(ring.iter().map(|p| [p.0[0] as f64, p.0[1] as f64]));
         pts.push(pts[0]);
         out.rings.push(pts);
         out.neighbours.push(ring.iter().map(|p| p.1).collect());
@@ -468,11 +476,64 @@ fn assemble(reg: Open) -> Region {
     out
 }
 
+/// A ring as (corner, class across the edge leaving it, saddle corner).
+type Ring = Vec<([u32; 2], u16, bool)>;
+
+/// Joins edges into rings, each walked with the interior on its right (rows going down).
+fn trace_rings(edges: Vec<Edge>, saddles: &[[u32; 2]]) -> Vec<Ring> {
+    // Edges by start corner (at most two leave a corner: two at a saddle).
+    let key = |v: [u32; 2]| (u64::from(v[1]) << 32) | u64::from(v[0]);
+    let mut by_start: Vec<(u64, u32)> = edges
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (key(e.from), i as u32))
+        .collect();
+    by_start.sort_unstable();
+    let leaving = |v: [u32; 2]| {
+        let k = key(v);
+        let at = by_start.partition_point(|e| e.0 < k);
+        by_start[at..]
+            .iter()
+            .take_while(move |e| e.0 == k)
+            .map(|e| e.1 as usize)
+    };
+    let saddles: HashSet<[u32; 2]> = saddles.iter().copied().collect();
+    let mut used = vec![false; edges.len()];
+    let mut rings = Vec::new();
+    let mut pts: Vec<([u32; 2], u16)> = Vec::new();
+    for start in 0..edges.len() {
+        if used[start] {
+            continue;
+        }
+        // Walk the ring: (vertex, the neighbour class of the edge leaving it).
+        pts.clear();
+        let mut i = start;
+        loop {
+            used[i] = true;
+            let e = edges[i];
+            pts.push((e.from, e.other));
+            let d = e.dir();
+            let mut next = leaving(e.to).filter(|&j| !used[j]);
+            i = match (next.next(), next.next()) {
+                (None, _) => break,
+                (Some(j), None) => j,
+                // A saddle: turn right, around the same pixel (4-connectivity).
+                (Some(a), Some(b)) => {
+                    if edges[a].dir() == [-d[1], d[0]] {
+                        a
+                    } else {
+                        b
+                    }
+                }
+            };
+        }
+        rings.push(drop_straight_corners(&pts, &saddles));
+    }
+    rings
+}
+
 /// Drops vertices where the ring goes straight on with the same neighbour (and no saddle).
-fn simplify_collinear(
-    pts: Vec<([u32; 2], u16)>,
-    saddles: &std::collections::HashSet<[u32; 2]>,
-) -> Vec<([i64; 2], u16, bool)> {
+fn drop_straight_corners(pts: &[([u32; 2], u16)], saddles: &HashSet<[u32; 2]>) -> Ring {
     let n = pts.len();
     let p = |i: usize| {
         let v = pts[i % n].0;
@@ -485,9 +546,10 @@ fn simplify_collinear(
         let same_other = pts[(i + n - 1) % n].1 == pts[i].1;
         let saddle = saddles.contains(&pts[i].0);
         if !(straight && same_other && !saddle) {
-            out.push((b, pts[i].1, saddle));
+            out.push((pts[i].0, pts[i].1, saddle));
         }
     }
+    out.shrink_to_fit();
     out
 }
 
