@@ -2,11 +2,12 @@
 //! regions, output size and peak RSS (Linux `VmHWM`).
 //!
 //! ```sh
-//! cargo run --release -p vector --example polygonize_bench -- 4000 4000 all 15
-//! #                                                          width height all|one simplify_m
+//! cargo run --release -p vector --example polygonize_bench -- 4000 4000 all 15 noise
+//! #                                         width height all|one simplify_m noise|fields
 //! ```
-//! The map is value noise (blobs of ~24 px, three classes, 2% nodata specks) on a 10 m UTM
-//! grid, generated row by row so that only the polygonizer holds anything.
+//! `noise` is value noise (blobs of ~24 px, three classes, 2% nodata specks), `fields` paddy
+//! fields (see [`fields_row`]), on a 10 m UTM grid, generated row by row so that only the
+//! polygonizer holds anything.
 
 use std::io::Write;
 use std::time::Instant;
@@ -22,7 +23,33 @@ fn hash(x: u64, y: u64) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
-fn class_at(r: usize, c: usize) -> u8 {
+/// Paddy fields: 48-row bands cut into fields 30–90 px wide, each rice (class 1) with
+/// probability 0.4, separated by 2 px bunds of class 0; no nodata.
+fn fields_row(r: usize, row: &mut [u8]) {
+    let band = r / 48;
+    if r % 48 < 2 {
+        row.fill(0);
+        return;
+    }
+    let (mut x, mut field) = (0, 0u64);
+    while x < row.len() {
+        let width = 30 + (hash(band as u64, field) * 60.0) as usize;
+        let rice = u8::from(hash(field + 1_000_000, band as u64) < 0.4);
+        for (i, v) in row.iter_mut().enumerate().skip(x).take(width) {
+            *v = if i - x < 2 { 0 } else { rice };
+        }
+        x += width;
+        field += 1;
+    }
+}
+
+fn noise_row(r: usize, row: &mut [u8]) {
+    for (c, v) in row.iter_mut().enumerate() {
+        *v = noise_at(r, c);
+    }
+}
+
+fn noise_at(r: usize, c: usize) -> u8 {
     let cell = 24.0;
     let (fy, fx) = (r as f64 / cell, c as f64 / cell);
     let (y0, x0) = (fy.floor(), fx.floor());
@@ -76,6 +103,8 @@ fn main() -> Result<(), vector::VectorError> {
         .get(4)
         .and_then(|s| s.parse().ok())
         .filter(|&v: &f64| v > 0.0);
+    let fields = args.get(5).is_some_and(|s| s == "fields");
+    let fill = if fields { fields_row } else { noise_row };
     let geo = GeoRef {
         transform: [500_000.0, 10.0, 0.0, 1_600_000.0, 0.0, -10.0],
         geo_key_directory: Some(vec![1, 1, 0, 2, 1024, 0, 1, 1, 3072, 0, 1, 32648]),
@@ -97,9 +126,7 @@ fn main() -> Result<(), vector::VectorError> {
     let conf = vec![0.9f32; w];
     let mut regions = 0;
     for r in 0..h {
-        for (c, v) in row.iter_mut().enumerate() {
-            *v = class_at(r, c);
-        }
+        fill(r, &mut row);
         let done = poly.push_rows(&row, &conf);
         regions += done.len();
         out.write(&done)?;
@@ -109,7 +136,8 @@ fn main() -> Result<(), vector::VectorError> {
     out.write(&done)?;
     let written = out.finish()?.0;
     println!(
-        "{w}x{h} {} classes, simplify {:?} m: {regions} regions, {:.1} MiB of GeoJSON in {:.2} s, peak RSS {:.1} MiB",
+        "{w}x{h} {} {} classes, simplify {:?} m: {regions} regions, {:.1} MiB of GeoJSON in {:.2} s, peak RSS {:.1} MiB",
+        if fields { "fields" } else { "noise" },
         args.get(3).map_or("all", String::as_str),
         simplify_m,
         written as f64 / 1048576.0,
