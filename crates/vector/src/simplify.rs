@@ -15,7 +15,8 @@
 //! about a pixel deep is kept even when it is within the tolerance, and each arc keeps at least
 //! one inner point (see [`simplify_arc`]).
 
-use crate::polygonize::{Region, shoelace2};
+use crate::polygonize::Region;
+use crate::rings::shoelace2;
 
 /// The region's rings (without the closing repeat), simplified with tolerance `tol` in the
 /// metric given by `scale(row) = (x, y)` units per pixel step.
