@@ -91,9 +91,16 @@ impl<W: Write> GeoJsonWriter<W> {
         };
         out.write_all(b"{\"type\":\"FeatureCollection\",")?;
         if let Some(code) = crs_member {
+            // NOTE: EPSG:4326's URN means lat/lon axis order; OGC's CRS84 is the lon/lat one
+            // we write (and what GDAL writes for it).
+            let name = if code == 4326 {
+                "urn:ogc:def:crs:OGC:1.3:CRS84".to_string()
+            } else {
+                format!("urn:ogc:def:crs:EPSG::{code}")
+            };
             write!(
                 out,
-                "\"crs\":{{\"type\":\"name\",\"properties\":{{\"name\":\"urn:ogc:def:crs:EPSG::{code}\"}}}},"
+                "\"crs\":{{\"type\":\"name\",\"properties\":{{\"name\":\"{name}\"}}}},"
             )?;
         }
         out.write_all(b"\"features\":[")?;

@@ -1,7 +1,7 @@
 //! Topology-preserving Douglas–Peucker on pixel-edge rings.
 //!
 //! Each ring is cut into arcs at the vertices that must stay: where the class on the other side
-//! changes, and saddle corners. Two regions of one class never share an edge under
+//! changes, and saddle corners. Arcs along the image border are left as they are. Two regions of one class never share an edge under
 //! 4-connectivity, so a shared boundary is one arc, seen from both sides with the same
 //! vertices; a closed arc (a ring with one neighbour) is cut at its lexicographically smallest
 //! and largest corners, which both sides also agree on. Each arc is simplified in a canonical
@@ -15,7 +15,7 @@
 //! about a pixel deep is kept even when it is within the tolerance, and each arc keeps at least
 //! one inner point (see [`simplify_arc`]).
 
-use crate::polygonize::Region;
+use crate::polygonize::{OUTSIDE, Region};
 use crate::rings::shoelace2;
 
 /// The region's rings (without the closing repeat), simplified with tolerance `tol` in the
@@ -62,7 +62,11 @@ fn simplify_ring(
         let b = cuts[(c + 1) % cuts.len()];
         let len = if b > a { b - a } else { b + n - a };
         let arc: Vec<[i64; 2]> = (0..=len).map(|k| pts[(a + k) % n]).collect();
-        if arc[0] == arc[len] {
+        if nb[a] == OUTSIDE {
+            // The image border stays as it is: only its corners turn, and cutting them would
+            // uncover the image.
+            out.extend_from_slice(&arc[..len]);
+        } else if arc[0] == arc[len] {
             let m = (1..len).max_by_key(|&k| arc[k]).unwrap();
             let first = simplify_arc(&arc[..=m], tol, scale, true);
             out.extend_from_slice(&first[..first.len() - 1]);

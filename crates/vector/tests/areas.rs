@@ -226,3 +226,24 @@ fn a_degenerate_transform_is_an_error() {
     let err = Grid::new(Some(&g), 1, 1).unwrap_err().to_string();
     assert!(err.contains("determinant"), "{err}");
 }
+
+#[test]
+fn stats_merge_and_count_nodata_area_apart() {
+    let g = geo([0.0, 10.0, 0.0, 0.0, 0.0, -10.0], projected_keys(32648));
+    let grid = Grid::new(Some(&g), 2, 2).unwrap();
+    let names = vec!["a".to_string(), "b".to_string()];
+    let mut one = ClassStats::new(names.clone());
+    one.add_rows(&grid, 0, &[0, 255], &[0.5, f32::NAN]);
+    let mut two = ClassStats::new(names);
+    two.add_rows(&grid, 1, &[0, 7], &[1.0, 0.25]);
+    one.merge(&two);
+    let mut report = StatsReport::new();
+    report.add("both", &grid, one);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    let s = &json["inputs"][0];
+    assert_eq!(s["classes"][0]["pixels"], 2);
+    assert_eq!(s["classes"][0]["mean_probability"], 0.75);
+    assert_eq!(s["classes"][7]["class"], "class 7");
+    assert_eq!(s["nodata"]["area_m2"], 100.0);
+    assert!(s["nodata"]["mean_probability"].is_null());
+}

@@ -314,3 +314,46 @@ fn min_area_drops_small_regions_and_ungeoreferenced_maps_use_pixels() {
     let all: Vec<[f64; 2]> = features.iter().flat_map(|f| rings(f).remove(0)).collect();
     assert!(all.contains(&[4.0, 3.0]) && all.contains(&[2.0, 2.0]));
 }
+
+#[test]
+fn other_geographic_crs_are_reprojected_and_wgs84_native_is_named_crs84() {
+    // ETRS89 (EPSG:4258) is WGS84 to well within a metre: PROJ's 4258 → 4326 is a no-op.
+    let g = geo([10.0, 0.001, 0.0, 50.0, 0.0, -0.001], geographic_keys(4258));
+    let grid = Grid::new(Some(&g), 1, 1).unwrap();
+    let json = geojson(&grid, &[1], &[false, true], &VectorOptions::default());
+    let pts = &rings(&json["features"][0])[0];
+    let err = pts
+        .iter()
+        .map(|p| (p[0] - 10.0).abs().max((p[1] - 50.0).abs()))
+        .fold(f64::INFINITY, f64::min);
+    assert!(err < 1e-7, "{err}");
+    // Native EPSG:4326: lon/lat, named as OGC CRS84 (EPSG::4326's URN says lat/lon).
+    let g = geo([10.0, 0.001, 0.0, 50.0, 0.0, -0.001], geographic_keys(4326));
+    let grid = Grid::new(Some(&g), 1, 1).unwrap();
+    let json = geojson(
+        &grid,
+        &[1],
+        &[false, true],
+        &VectorOptions {
+            crs: OutputCrs::Native,
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        json["crs"]["properties"]["name"],
+        "urn:ogc:def:crs:OGC:1.3:CRS84"
+    );
+    // A user-defined geographic CRS cannot be reprojected.
+    let keys = vec![1, 1, 0, 2, 1024, 0, 1, 2, 2048, 0, 1, 32767];
+    let grid = Grid::new(
+        Some(&geo([10.0, 0.001, 0.0, 50.0, 0.0, -0.001], keys)),
+        1,
+        1,
+    )
+    .unwrap();
+    assert!(GeoJsonWriter::new(Vec::new(), &grid, &names(), &VectorOptions::default()).is_err());
+    assert!(
+        grid.pixel_area_m2(0).is_some(),
+        "but it still has areas (WGS84 ellipsoid)"
+    );
+}

@@ -189,8 +189,8 @@ fn a_staircase_edge_becomes_a_diagonal_on_both_sides() {
     let simple = run(&grid, &m, &[true, true], Some(15.0));
     assert_eq!(simple.len(), 2);
     for p in &simple {
-        // A triangle, plus the one inner point each arc keeps.
-        assert!(p.rings[0].len() <= 5, "{:?}", p.rings[0]);
+        // The image corners, the staircase's two ends and the one inner point an arc keeps.
+        assert!(p.rings[0].len() <= 7, "{:?}", p.rings[0]);
     }
     // A 45° staircase of 10 m steps: its chord is within 7.1 m, so 5 m keeps it.
     let kept = run(&grid, &m, &[true, true], Some(5.0));
@@ -217,4 +217,40 @@ fn an_island_inside_one_region_keeps_a_body() {
         .map(|p| p.rings.len() - 1)
         .sum();
     assert_eq!(holes, 2);
+}
+
+#[test]
+fn the_tolerance_is_converted_at_the_latitude_of_the_arc() {
+    // A 45° staircase (in pixels) of 0.0001° cells. At 60°N a cell is ~5.6 m wide and ~11.1 m
+    // tall, and each stair corner lies ~5.0 m from the diagonal; at the equator ~7.8 m. A 6 m
+    // tolerance therefore flattens it at 60°N only.
+    let n = 8;
+    let m: Vec<u8> = (0..n * n).map(|i| u8::from(i % n <= i / n)).collect();
+    let corners = |lat: f64| {
+        let g = geo(
+            [100.0, 0.0001, 0.0, lat, 0.0, -0.0001],
+            geographic_keys(4326),
+        );
+        let grid = Grid::new(Some(&g), n, n).unwrap();
+        vertex_count(&run(&grid, &m, &[true, true], Some(6.0)))
+    };
+    let raw = vertex_count(&run(&utm(n, n), &m, &[true, true], None));
+    let (north, equator) = (corners(60.0), corners(0.001));
+    assert!(north < equator, "{north} vs {equator} (raw {raw})");
+}
+
+/// Regression: a one-pixel region has two arcs (one per neighbour class) joining the same two
+/// corners; both became the same chord, the ring collapsed and was restored to its pixel
+/// edges, while its neighbours kept the chord: a gap. Each arc now keeps an inner point.
+#[test]
+fn a_one_pixel_region_between_two_neighbours_stays_glued_to_them() {
+    let (w, h, m) = map(&["1111", "1201", "0000"]);
+    let grid = utm(w, h);
+    let simple = run(&grid, &m, &[true, true, true], Some(50.0));
+    let total: f64 = simple.iter().map(|p| polygon_area(&p.rings)).sum();
+    assert!((total - (w * h) as f64 * 100.0).abs() < 1e-6, "{total}");
+    let polys: Vec<_> = simple.iter().map(|p| p.rings.clone()).collect();
+    assert_no_overlap_between(&polys);
+    let one = simple.iter().find(|p| p.class == 2).unwrap();
+    assert_eq!(polygon_area(&one.rings), 100.0);
 }
