@@ -8,6 +8,8 @@ use common::*;
 use serde_json::Value;
 use vector::{GeoJsonWriter, Grid, OutputCrs, Polygonizer, VectorOptions};
 
+const STRESS_SEEDS: u64 = 60;
+
 struct Poly {
     class: u64,
     pixels: u64,
@@ -253,4 +255,24 @@ fn a_one_pixel_region_between_two_neighbours_stays_glued_to_them() {
     assert_no_overlap_between(&polys);
     let one = simple.iter().find(|p| p.class == 2).unwrap();
     assert_eq!(polygon_area(&one.rings), 100.0);
+}
+
+#[test]
+fn many_small_random_maps_stay_valid_and_tiled() {
+    for seed in 0..STRESS_SEEDS {
+        let (w, h) = (12 + (seed % 7) as usize, 10 + (seed % 5) as usize);
+        let keep = [0.3, 0.6, 0.85][(seed % 3) as usize];
+        let m = random_map(w, h, 3, keep, 0.0, 100 + seed);
+        let grid = utm(w, h);
+        let tol = [8.0, 15.0, 40.0][(seed / 3 % 3) as usize];
+        let simple = run(&grid, &m, &[true; 3], Some(tol));
+        let total: f64 = simple.iter().map(|p| polygon_area(&p.rings)).sum();
+        assert!((total - (w * h) as f64 * 100.0).abs() < 1e-6, "seed {seed}: {total}");
+        for p in &simple {
+            assert_valid(&p.rings);
+            assert_no_crossing_at_vertices(&p.rings);
+        }
+        let polys: Vec<_> = simple.iter().map(|p| p.rings.clone()).collect();
+        assert_no_overlap_between(&polys);
+    }
 }
