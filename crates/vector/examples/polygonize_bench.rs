@@ -124,19 +124,27 @@ fn main() -> Result<(), vector::VectorError> {
     let mut out = GeoJsonWriter::new(Count(0), &grid, &names, &options)?;
     let mut row = vec![0u8; w];
     let conf = vec![0.9f32; w];
-    let mut regions = 0;
+    let (mut regions, mut largest) = (0, 0);
+    let corners = |rs: &[vector::Region]| {
+        rs.iter()
+            .map(|r| r.rings.iter().map(|ring| ring.len() - 1).sum::<usize>())
+            .max()
+            .unwrap_or(0)
+    };
     for r in 0..h {
         fill(r, &mut row);
         let done = poly.push_rows(&row, &conf);
         regions += done.len();
+        largest = largest.max(corners(&done));
         out.write(&done)?;
     }
     let done = poly.finish();
     regions += done.len();
+    largest = largest.max(corners(&done));
     out.write(&done)?;
     let written = out.finish()?.0;
     println!(
-        "{w}x{h} {} {} classes, simplify {:?} m: {regions} regions, {:.1} MiB of GeoJSON in {:.2} s, peak RSS {:.1} MiB",
+        "{w}x{h} {} {} classes, simplify {:?} m: {regions} regions (largest {largest} corners), {:.1} MiB of GeoJSON in {:.2} s, peak RSS {:.1} MiB",
         if fields { "fields" } else { "noise" },
         args.get(3).map_or("all", String::as_str),
         simplify_m,

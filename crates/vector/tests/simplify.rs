@@ -267,7 +267,10 @@ fn many_small_random_maps_stay_valid_and_tiled() {
         let tol = [8.0, 15.0, 40.0][(seed / 3 % 3) as usize];
         let simple = run(&grid, &m, &[true; 3], Some(tol));
         let total: f64 = simple.iter().map(|p| polygon_area(&p.rings)).sum();
-        assert!((total - (w * h) as f64 * 100.0).abs() < 1e-6, "seed {seed}: {total}");
+        assert!(
+            (total - (w * h) as f64 * 100.0).abs() < 1e-6,
+            "seed {seed}: {total}"
+        );
         for p in &simple {
             assert_valid(&p.rings);
             assert_no_crossing_at_vertices(&p.rings);
