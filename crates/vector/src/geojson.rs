@@ -91,9 +91,16 @@ impl<W: Write> GeoJsonWriter<W> {
         };
         out.write_all(b"{\"type\":\"FeatureCollection\",")?;
         if let Some(code) = crs_member {
+            // NOTE: EPSG:4326's URN means lat/lon axis order; OGC's CRS84 is the lon/lat one
+            // we write (and what GDAL writes for it).
+            let name = if code == 4326 {
+                "urn:ogc:def:crs:OGC:1.3:CRS84".to_string()
+            } else {
+                format!("urn:ogc:def:crs:EPSG::{code}")
+            };
             write!(
                 out,
-                "\"crs\":{{\"type\":\"name\",\"properties\":{{\"name\":\"urn:ogc:def:crs:EPSG::{code}\"}}}},"
+                "\"crs\":{{\"type\":\"name\",\"properties\":{{\"name\":\"{name}\"}}}},"
             )?;
         }
         out.write_all(b"\"features\":[")?;
@@ -136,49 +143,14 @@ impl<W: Write> GeoJsonWriter<W> {
         {
             return Ok(());
         }
-        let rings: Vec<Vec<[i64; 2]>> = match self.options.simplify_m {
+        let simplified = match self.options.simplify_m {
             Some(tol) if tol > 0.0 => {
                 let grid = &self.grid;
                 let scale = |row: f64| grid.pixel_size_m(row + 0.5).unwrap_or((1.0, 1.0));
-                simplify_region(region, tol, &scale)
+                Some(simplify_region(region, tol, &scale))
             }
-            _ => region
-                .rings
-                .iter()
-                .map(|r| {
-                    r[..r.len() - 1]
-                        .iter()
-                        .map(|p| [p[0] as i64, p[1] as i64])
-                        .collect()
-                })
-                .collect(),
+            _ => None,
         };
-        let mut geometry = String::from("[");
-        for (k, ring) in rings.iter().enumerate() {
-            let mut pts = Vec::with_capacity(ring.len() + 1);
-            for p in ring {
-                pts.push(self.project(p[0] as f64, p[1] as f64)?);
-            }
-            // RFC 7946: exterior counter-clockwise, holes clockwise, in output coordinates.
-            let ccw = signed_area(&pts) > 0.0;
-            if ccw != (k == 0) {
-                pts.reverse();
-            }
-            pts.push(pts[0]);
-            geometry.push_str(if k == 0 { "[" } else { ",[" });
-            for (i, p) in pts.iter().enumerate() {
-                if i > 0 {
-                    geometry.push(',');
-                }
-                geometry.push('[');
-                geometry.push_str(&number(p[0], self.decimals));
-                geometry.push(',');
-                geometry.push_str(&number(p[1], self.decimals));
-                geometry.push(']');
-            }
-            geometry.push(']');
-        }
-        geometry.push(']');
         let class = self
             .class_names
             .get(region.class as usize)
@@ -198,11 +170,53 @@ impl<W: Write> GeoJsonWriter<W> {
         );
         props.insert("pixels".into(), region.pixels.into());
         let sep = if self.features == 0 { "\n" } else { ",\n" };
-        write!(
-            self.out,
-            "{sep}{{\"type\":\"Feature\",\"properties\":{},\"geometry\":{{\"type\":\"Polygon\",\"coordinates\":{geometry}}}}}",
+        let mut buf = format!(
+            "{sep}{{\"type\":\"Feature\",\"properties\":{},\"geometry\":{{\"type\":\"Polygon\",\"coordinates\":[",
             serde_json::Value::Object(props)
-        )?;
+        );
+        // Ring by ring, straight to the output: a region with millions of corners is never
+        // held as text.
+        let mut pts: Vec<[f64; 2]> = Vec::new();
+        for k in 0..region.rings.len() {
+            pts.clear();
+            match &simplified {
+                Some(rings) => {
+                    for p in &rings[k] {
+                        pts.push(self.project(p[0] as f64, p[1] as f64)?);
+                    }
+                }
+                None => {
+                    let ring = &region.rings[k];
+                    for p in &ring[..ring.len() - 1] {
+                        pts.push(self.project(p[0], p[1])?);
+                    }
+                }
+            }
+            // RFC 7946: exterior counter-clockwise, holes clockwise, in output coordinates.
+            let ccw = signed_area(&pts) > 0.0;
+            if ccw != (k == 0) {
+                pts.reverse();
+            }
+            pts.push(pts[0]);
+            buf.push_str(if k == 0 { "[" } else { ",[" });
+            for (i, p) in pts.iter().enumerate() {
+                if i > 0 {
+                    buf.push(',');
+                }
+                buf.push('[');
+                push_number(&mut buf, p[0], self.decimals);
+                buf.push(',');
+                push_number(&mut buf, p[1], self.decimals);
+                buf.push(']');
+                if buf.len() >= 1 << 16 {
+                    self.out.write_all(buf.as_bytes())?;
+                    buf.clear();
+                }
+            }
+            buf.push(']');
+        }
+        buf.push_str("]}}");
+        self.out.write_all(buf.as_bytes())?;
         self.features += 1;
         Ok(())
     }
@@ -311,13 +325,17 @@ fn signed_area(pts: &[[f64; 2]]) -> f64 {
         / 2.0
 }
 
-/// `v` with at most `decimals` decimals, trailing zeros dropped (`12.5`, `-3`, `0`).
-fn number(v: f64, decimals: usize) -> String {
-    let s = format!("{v:.decimals$}");
-    let s = if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        &s
-    };
-    if s == "-0" { "0".into() } else { s.to_string() }
+/// Appends `v` with at most `decimals` decimals, trailing zeros dropped (`12.5`, `-3`, `0`).
+fn push_number(buf: &mut String, v: f64, decimals: usize) {
+    use std::fmt::Write as _;
+    let start = buf.len();
+    write!(buf, "{v:.decimals$}").expect("writing to a String");
+    if buf[start..].contains('.') {
+        let trimmed = buf.trim_end_matches('0').trim_end_matches('.').len();
+        buf.truncate(trimmed);
+    }
+    if &buf[start..] == "-0" {
+        buf.truncate(start);
+        buf.push('0');
+    }
 }

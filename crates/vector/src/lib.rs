@@ -63,6 +63,7 @@ mod error;
 mod geojson;
 mod grid;
 mod polygonize;
+mod rings;
 mod simplify;
 mod stats;
 

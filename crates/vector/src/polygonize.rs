@@ -7,7 +7,7 @@
 //! edges are joined into rings and it is handed out. Memory is the two current rows plus the
 //! boundary edges of the open regions.
 
-use std::collections::HashMap;
+use crate::rings::assemble;
 
 /// The class code of "outside the image" on the other side of an edge.
 pub(crate) const OUTSIDE: u16 = 257;
@@ -44,14 +44,15 @@ impl Region {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Edge {
-    from: [u32; 2],
-    to: [u32; 2],
-    other: u16,
+pub(crate) struct Edge {
+    pub(crate) from: [u32; 2],
+    pub(crate) to: [u32; 2],
+    pub(crate) other: u16,
 }
 
 impl Edge {
-    fn dir(&self) -> [i64; 2] {
+    /// The unit direction `(dx, dy)`.
+    pub(crate) fn dir(&self) -> [i64; 2] {
         [
             (self.to[0] as i64 - self.from[0] as i64).signum(),
             (self.to[1] as i64 - self.from[1] as i64).signum(),
@@ -60,13 +61,13 @@ impl Edge {
 }
 
 #[derive(Debug, Default)]
-struct Open {
-    class: u8,
-    pixels: u64,
-    confidence_sum: f64,
-    confidence_count: u64,
-    edges: Vec<Edge>,
-    saddles: Vec<[u32; 2]>,
+pub(crate) struct Open {
+    pub(crate) class: u8,
+    pub(crate) pixels: u64,
+    pub(crate) confidence_sum: f64,
+    pub(crate) confidence_count: u64,
+    pub(crate) edges: Vec<Edge>,
+    pub(crate) saddles: Vec<[u32; 2]>,
     /// Labels merged into this one (freed with it).
     members: Vec<u32>,
     last_row: usize,
@@ -110,6 +111,16 @@ pub struct Polygonizer {
     parent: Vec<u32>,
     open: Vec<Option<Open>>,
     free: Vec<u32>,
+    /// Vertical runs still growing: slot `2x` the +y run at `x`, `2x + 1` the −y run.
+    runs: Vec<Option<Run>>,
+}
+
+/// A vertical boundary run from row `y0` down to the current row.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    label: u32,
+    other: u16,
+    y0: u32,
 }
 
 impl Polygonizer {
@@ -131,6 +142,7 @@ impl Polygonizer {
             parent: Vec::new(),
             open: Vec::new(),
             free: Vec::new(),
+            runs: vec![None; 2 * (width + 1)],
         }
     }
 
@@ -166,6 +178,9 @@ impl Polygonizer {
 
     /// Closes the last row and returns every region still open.
     pub fn finish(mut self) -> Vec<Region> {
+        for slot in 0..self.runs.len() {
+            self.end_run(slot);
+        }
         let y = self.row as u32;
         for c in 0..self.prev.len() {
             let k = self.prev[c];
@@ -252,6 +267,41 @@ impl Polygonizer {
         big
     }
 
+    /// Extends the run in `slot` by this row's edge (label, other class), or ends it there.
+    fn continue_run(&mut self, slot: usize, edge: Option<(u32, u16)>) {
+        if let (Some(run), Some((label, other))) = (self.runs[slot], edge)
+            && run.other == other
+            && self.find(run.label) == self.find(label)
+        {
+            return;
+        }
+        self.end_run(slot);
+        self.runs[slot] = edge.map(|(label, other)| Run {
+            label,
+            other,
+            y0: self.row as u32,
+        });
+    }
+
+    /// Hands the run in `slot`, which ended above the current row, to its region.
+    fn end_run(&mut self, slot: usize) {
+        let Some(run) = self.runs[slot].take() else {
+            return;
+        };
+        let (x, y1) = ((slot / 2) as u32, self.row as u32);
+        let (from, to) = if slot.is_multiple_of(2) {
+            ([x, run.y0], [x, y1])
+        } else {
+            ([x, y1], [x, run.y0])
+        };
+        let id = self.find(run.label);
+        self.region(id).push_edge(Edge {
+            from,
+            to,
+            other: run.other,
+        });
+    }
+
     fn push_row(&mut self, cur: &[u8], conf: &[f32], done: &mut Vec<Region>) {
         let (w, y) = (self.width, self.row);
         let (yu, sel) = (y as u32, self.selected);
@@ -281,53 +331,46 @@ impl Polygonizer {
             }
         }
         let code = |k: u8| k as u16;
-        // Edges of this row's pixels: top (+x), left (−y), right (+y); the interior is on the
-        // right-hand side when walking them with rows going down.
-        for c in 0..w {
-            let k = cur[c];
-            if !sel[k as usize] {
+        // Top edges (+x) of this row's pixels; the interior is on the right-hand side when
+        // walking an edge with rows going down.
+        for (c, &k) in cur.iter().enumerate() {
+            if !sel[k as usize] || (has_prev && self.prev[c] == k) {
                 continue;
             }
             let id = self.find(self.cur_labels[c]);
+            let other = if has_prev {
+                code(self.prev[c])
+            } else {
+                OUTSIDE
+            };
             let cu = c as u32;
-            if !has_prev || self.prev[c] != k {
-                let other = if has_prev {
-                    code(self.prev[c])
-                } else {
-                    OUTSIDE
-                };
-                self.region(id).push_edge(Edge {
-                    from: [cu, yu],
-                    to: [cu + 1, yu],
-                    other,
-                });
-            }
-            if c == 0 || cur[c - 1] != k {
-                let other = if c == 0 { OUTSIDE } else { code(cur[c - 1]) };
-                self.region(id).push_edge(Edge {
-                    from: [cu, yu + 1],
-                    to: [cu, yu],
-                    other,
-                });
-            }
-            if c + 1 == w || cur[c + 1] != k {
-                let other = if c + 1 == w {
-                    OUTSIDE
-                } else {
-                    code(cur[c + 1])
-                };
-                self.region(id).push_edge(Edge {
-                    from: [cu + 1, yu],
-                    to: [cu + 1, yu + 1],
-                    other,
-                });
-            }
+            self.region(id).push_edge(Edge {
+                from: [cu, yu],
+                to: [cu + 1, yu],
+                other,
+            });
+        }
+        // Vertical edges at x = 0..=w: the right edge of pixel x − 1 (+y) and the left edge of
+        // pixel x (−y). They are kept as runs over rows and handed to their region only when
+        // the run ends, so a straight side costs one edge, not one per row.
+        for x in 0..=w {
+            let left = (x > 0).then(|| cur[x - 1]);
+            let right = (x < w).then(|| cur[x]);
+            let boundary = left != right;
+            let down = left
+                .filter(|&k| boundary && sel[k as usize])
+                .map(|_| (self.cur_labels[x - 1], right.map_or(OUTSIDE, code)));
+            let up = right
+                .filter(|&k| boundary && sel[k as usize])
+                .map(|_| (self.cur_labels[x], left.map_or(OUTSIDE, code)));
+            self.continue_run(2 * x, down);
+            self.continue_run(2 * x + 1, up);
         }
         if has_prev {
             // Bottom edges (−x) of the row above.
-            for c in 0..w {
+            for (c, &below) in cur.iter().enumerate() {
                 let k = self.prev[c];
-                if sel[k as usize] && cur[c] != k {
+                if sel[k as usize] && below != k {
                     let id = self.find(self.prev_labels[c]);
                     let cu = c as u32;
                     let e = Edge {
@@ -393,117 +436,4 @@ impl Polygonizer {
         self.cur_labels.resize(w, NONE);
         self.row += 1;
     }
-}
-
-/// Joins a complete region's edges into closed rings, outer ring first.
-fn assemble(reg: Open) -> Region {
-    let mut out_of: HashMap<[u32; 2], [usize; 2]> = HashMap::with_capacity(reg.edges.len());
-    for (i, e) in reg.edges.iter().enumerate() {
-        let slot = out_of.entry(e.from).or_insert([usize::MAX; 2]);
-        if slot[0] == usize::MAX {
-            slot[0] = i;
-        } else {
-            slot[1] = i;
-        }
-    }
-    let saddles: std::collections::HashSet<[u32; 2]> = reg.saddles.iter().copied().collect();
-    let mut used = vec![false; reg.edges.len()];
-    let mut rings = Vec::new();
-    for start in 0..reg.edges.len() {
-        if used[start] {
-            continue;
-        }
-        // Walk the ring: (vertex, the neighbour class of the edge leaving it).
-        let mut pts: Vec<([u32; 2], u16)> = Vec::new();
-        let mut i = start;
-        loop {
-            used[i] = true;
-            let e = reg.edges[i];
-            pts.push((e.from, e.other));
-            let d = e.dir();
-            let next = out_of[&e.to];
-            let free: Vec<usize> = next
-                .iter()
-                .copied()
-                .filter(|&j| j != usize::MAX && !used[j])
-                .collect();
-            i = match free.as_slice() {
-                [] => break,
-                [j] => *j,
-                // A saddle: turn right, around the same pixel (4-connectivity).
-                [a, b] => {
-                    let right = [-d[1], d[0]];
-                    if reg.edges[*a].dir() == right { *a } else { *b }
-                }
-                _ => unreachable!(),
-            };
-        }
-        rings.push(simplify_collinear(pts, &saddles));
-    }
-    // Outer ring first: the one with the largest positive shoelace sum.
-    let area = |r: &Vec<([i64; 2], u16, bool)>| shoelace2(r.iter().map(|p| p.0));
-    let outer = (0..rings.len())
-        .max_by_key(|&i| area(&rings[i]))
-        .expect("a region has at least one ring");
-    rings.swap(0, outer);
-    let mut out = Region {
-        class: reg.class,
-        rings: Vec::with_capacity(rings.len()),
-        pixels: reg.pixels,
-        confidence_sum: reg.confidence_sum,
-        confidence_count: reg.confidence_count,
-        neighbours: Vec::with_capacity(rings.len()),
-        saddle: Vec::with_capacity(rings.len()),
-    };
-    for ring in rings {
-        let mut pts: Vec<[f64; 2]> = ring
-            .iter()
-            .map(|p| [p.0[0] as f64, p.0[1] as f64])
-            .collect();
-        pts.push(pts[0]);
-        out.rings.push(pts);
-        out.neighbours.push(ring.iter().map(|p| p.1).collect());
-        out.saddle.push(ring.iter().map(|p| p.2).collect());
-    }
-    out
-}
-
-/// Drops vertices where the ring goes straight on with the same neighbour (and no saddle).
-fn simplify_collinear(
-    pts: Vec<([u32; 2], u16)>,
-    saddles: &std::collections::HashSet<[u32; 2]>,
-) -> Vec<([i64; 2], u16, bool)> {
-    let n = pts.len();
-    let p = |i: usize| {
-        let v = pts[i % n].0;
-        [v[0] as i64, v[1] as i64]
-    };
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let (a, b, c) = (p(i + n - 1), p(i), p(i + 1));
-        let straight = (b[0] - a[0]) * (c[1] - b[1]) == (b[1] - a[1]) * (c[0] - b[0]);
-        let same_other = pts[(i + n - 1) % n].1 == pts[i].1;
-        let saddle = saddles.contains(&pts[i].0);
-        if !(straight && same_other && !saddle) {
-            out.push((b, pts[i].1, saddle));
-        }
-    }
-    out
-}
-
-/// Twice the signed shoelace area of a closed ring (without the repeated point).
-pub(crate) fn shoelace2(pts: impl Iterator<Item = [i64; 2]> + Clone) -> i64 {
-    let first = pts.clone().next();
-    let mut prev: Option<[i64; 2]> = None;
-    let mut s = 0;
-    for p in pts {
-        if let Some(q) = prev {
-            s += q[0] * p[1] - p[0] * q[1];
-        }
-        prev = Some(p);
-    }
-    if let (Some(q), Some(p)) = (prev, first) {
-        s += q[0] * p[1] - p[0] * q[1];
-    }
-    s
 }

@@ -1,7 +1,7 @@
 //! Topology-preserving Douglas–Peucker on pixel-edge rings.
 //!
 //! Each ring is cut into arcs at the vertices that must stay: where the class on the other side
-//! changes, and saddle corners. Two regions of one class never share an edge under
+//! changes, and saddle corners. Arcs along the image border are left as they are. Two regions of one class never share an edge under
 //! 4-connectivity, so a shared boundary is one arc, seen from both sides with the same
 //! vertices; a closed arc (a ring with one neighbour) is cut at its lexicographically smallest
 //! and largest corners, which both sides also agree on. Each arc is simplified in a canonical
@@ -12,9 +12,11 @@
 //! on the edges themselves. Every vertex of every ring is a pixel corner, so no other boundary
 //! can pass through that area: simplified arcs never cross each other or themselves, without
 //! looking at the neighbours (which a stream may not have yet). The price: detail more than
-//! about a pixel deep is kept even when it is within the tolerance.
+//! about a pixel deep is kept even when it is within the tolerance, and each arc keeps at least
+//! one inner point (see [`simplify_arc`]).
 
-use crate::polygonize::{Region, shoelace2};
+use crate::polygonize::{OUTSIDE, Region};
+use crate::rings::shoelace2;
 
 /// The region's rings (without the closing repeat), simplified with tolerance `tol` in the
 /// metric given by `scale(row) = (x, y)` units per pixel step.
@@ -60,14 +62,18 @@ fn simplify_ring(
         let b = cuts[(c + 1) % cuts.len()];
         let len = if b > a { b - a } else { b + n - a };
         let arc: Vec<[i64; 2]> = (0..=len).map(|k| pts[(a + k) % n]).collect();
-        if arc[0] == arc[len] {
+        if nb[a] == OUTSIDE {
+            // The image border stays as it is: only its corners turn, and cutting them would
+            // uncover the image.
+            out.extend_from_slice(&arc[..len]);
+        } else if arc[0] == arc[len] {
             let m = (1..len).max_by_key(|&k| arc[k]).unwrap();
             let first = simplify_arc(&arc[..=m], tol, scale, true);
             out.extend_from_slice(&first[..first.len() - 1]);
             let second = simplify_arc(&arc[m..], tol, scale, true);
             out.extend_from_slice(&second[..second.len() - 1]);
         } else {
-            let s = simplify_arc(&arc, tol, scale, false);
+            let s = simplify_arc(&arc, tol, scale, true);
             out.extend_from_slice(&s[..s.len() - 1]);
         }
     }
@@ -82,7 +88,12 @@ fn simplify_ring(
 }
 
 /// Douglas–Peucker on one arc, run from its lexicographically smaller end; `keep_one` keeps at
-/// least one inner point (the halves of a closed arc, so the ring cannot collapse to a line).
+/// least one inner point (its farthest from the chord).
+///
+/// Rings keep one inner point per arc: two arcs of one ring may join the same two corners (a
+/// one-pixel region has two arcs, one per neighbour), and were both reduced to their chord the
+/// ring would collapse; a ring-level repair could not be mirrored by the neighbours, which see
+/// only one of the arcs. With an inner point kept per arc, no two arcs share a segment.
 fn simplify_arc(
     arc: &[[i64; 2]],
     tol: f64,
