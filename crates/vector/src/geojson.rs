@@ -22,8 +22,17 @@ pub enum OutputCrs {
 /// How regions become features.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VectorOptions {
-    /// Douglas–Peucker tolerance in metres (topology-preserving, see the crate docs); in pixels
-    /// for a class map without a usable CRS. `None` keeps every pixel corner.
+    /// Douglas–Peucker tolerance in metres; in pixels for a class map without a usable CRS.
+    /// `None` keeps every pixel corner.
+    ///
+    /// Topology-preserving: each ring is cut into arcs where the class across it changes and
+    /// at saddle corners, each arc is simplified from its lexicographically smaller end (so
+    /// both neighbours get the same points) and keeps at least one inner point, arcs on the
+    /// image border are kept, and a shortcut is taken only if the area it cuts off or adds
+    /// holds no pixel corner. Every ring vertex is a pixel corner, so simplified rings never
+    /// cross each other or themselves. The price: bumps deeper than about a pixel stay even
+    /// when they are within the tolerance. Metres become grid units at each arc's latitude
+    /// (its first corner's row) for geographic grids.
     pub simplify_m: Option<f64>,
     /// Regions whose raster area is below this many hectares are left out (ignored without a
     /// usable CRS, where there are no areas).
