@@ -62,19 +62,12 @@ impl ClassStats {
         }
         assert_eq!(classes.len() % w, 0, "rows must be {w} values wide");
         let mut counts = [0u64; 256];
-        for (r, (row, conf)) in classes
-            .chunks_exact(w)
-            .zip(confidence.chunks_exact(w))
-            .enumerate()
-        {
+        let mut sums = [0f64; 256];
+        let mut finite = [0u64; 256];
+        for (r, row) in classes.chunks_exact(w).enumerate() {
             counts.fill(0);
-            for (&k, &p) in row.iter().zip(conf) {
+            for &k in row {
                 counts[k as usize] += 1;
-                let t = self.tally(k);
-                if p.is_finite() {
-                    t.confidence_sum += p as f64;
-                    t.confidence_count += 1;
-                }
             }
             let area = grid.pixel_area_m2(row0 + r);
             self.has_area &= area.is_some();
@@ -83,6 +76,17 @@ impl ClassStats {
                 t.pixels += n;
                 t.area_m2 += n as f64 * area.unwrap_or(0.0);
             }
+        }
+        for (&k, &p) in classes.iter().zip(confidence) {
+            if p.is_finite() {
+                sums[k as usize] += p as f64;
+                finite[k as usize] += 1;
+            }
+        }
+        for k in (0..256).filter(|&k| finite[k] > 0) {
+            let t = self.tally(k as u8);
+            t.confidence_sum += sums[k];
+            t.confidence_count += finite[k];
         }
     }
 
