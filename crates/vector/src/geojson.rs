@@ -85,7 +85,10 @@ impl<W: Write> GeoJsonWriter<W> {
             (Some(_), None, OutputCrs::Wgs84) => {
                 return Err(VectorError::Unprojectable {
                     crs: "the scene's CRS".into(),
-                    why: grid.pixels_only_reason().unwrap_or("unknown").to_string(),
+                    why: format!(
+                        "the class map {}",
+                        grid.pixels_only_reason().unwrap_or("has no CRS")
+                    ),
                 });
             }
             (Some(_), Some(crs), OutputCrs::Native) => {

@@ -192,7 +192,7 @@ impl StatsReport {
     pub fn add(&mut self, input: &str, grid: &Grid, stats: ClassStats) {
         let crs = match (grid.crs(), grid.pixels_only_reason()) {
             (Some(crs), None) if stats.has_area => crs.describe(),
-            (_, Some(why)) => format!("pixels only: {input}: {why}"),
+            (_, Some(why)) => format!("pixels only: {input} {why}"),
             _ => format!("pixels only: {input} has no georeferencing"),
         };
         self.inputs.push((input.to_string(), crs, stats));

@@ -145,7 +145,7 @@ fn without_georeferencing_the_report_is_in_pixels() {
     report.add("tile.png", &grid, stats);
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     let s = &json["inputs"][0];
-    assert_eq!(s["crs"], "pixels only: tile.png: it has no georeferencing");
+    assert_eq!(s["crs"], "pixels only: tile.png has no georeferencing");
     assert_eq!(s["classes"][1]["pixels"], 3);
     assert!(s["classes"][1]["area_ha"].is_null());
     close(
@@ -175,7 +175,7 @@ fn an_unknown_code_with_metre_units_still_gives_hectares() {
     assert!(
         report
             .to_json()
-            .contains("pixels only: x.tif: the linear unit of EPSG:65000 is unknown")
+            .contains("pixels only: x.tif has a CRS whose linear unit is unknown (EPSG:65000")
     );
 }
 
