@@ -7,6 +7,7 @@ use proj4rs::Proj;
 use crate::crs::{Crs, proj4_of};
 use crate::polygonize::Region;
 use crate::simplify::simplify_region;
+use crate::stats::round6;
 use crate::{Grid, VectorError};
 
 /// The coordinates features are written in.
@@ -178,7 +179,7 @@ impl<W: Write> GeoJsonWriter<W> {
             "mean_probability".into(),
             region
                 .mean_probability()
-                .map_or(serde_json::Value::Null, Into::into),
+                .map_or(serde_json::Value::Null, |p| round6(p).into()),
         );
         props.insert("pixels".into(), region.pixels.into());
         let sep = if self.features == 0 { "\n" } else { ",\n" };

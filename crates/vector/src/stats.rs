@@ -154,7 +154,7 @@ impl Section {
             area_m2: area(t),
             area_ha: area(t).map(|a| a / 10_000.0),
             mean_probability: (t.confidence_count > 0)
-                .then(|| t.confidence_sum / t.confidence_count as f64),
+                .then(|| round6(t.confidence_sum / t.confidence_count as f64)),
         };
         Section {
             input: input.to_string(),
@@ -189,7 +189,8 @@ impl StatsReport {
     }
 
     /// Adds one input's statistics, computed on `grid`.
-    pub fn add(&mut self, input: &str, grid: &Grid, stats: ClassStats) {
+    pub fn add(&mut self, input: &str, grid: &Grid, mut stats: ClassStats) {
+        stats.has_area &= grid.pixels_only_reason().is_none();
         let crs = match (grid.crs(), grid.pixels_only_reason()) {
             (Some(crs), None) if stats.has_area => crs.describe(),
             (_, Some(why)) => format!("pixels only: {input} {why}"),
@@ -215,7 +216,13 @@ impl StatsReport {
         let crs = match crss.as_slice() {
             [one] => one.to_string(),
             _ if total.has_area => format!("areas summed over {}", crss.join("; ")),
-            _ => format!("pixels only: {}", crss.join("; ")),
+            _ => {
+                let why: Vec<&str> = crss
+                    .iter()
+                    .filter_map(|c| c.strip_prefix("pixels only: "))
+                    .collect();
+                format!("pixels only: {}", why.join("; "))
+            }
         };
         (inputs, Section::new("total", crs, &total))
     }
@@ -256,6 +263,11 @@ impl StatsReport {
         }
         out
     }
+}
+
+/// Probabilities to 6 decimals: the inputs are f32, more digits would be noise.
+pub(crate) fn round6(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
 }
 
 fn csv_field(s: &str) -> String {

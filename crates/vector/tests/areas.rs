@@ -211,11 +211,22 @@ fn totals_add_up_over_inputs_in_different_crs() {
     assert_eq!(total["pixels"], 2);
     assert_eq!(total["area_m2"], 500.0);
     assert_eq!(total["mean_probability"], 0.75);
-    assert!(
-        json["total"]["crs"]
-            .as_str()
-            .unwrap()
-            .contains("EPSG:32633")
+    assert_eq!(
+        json["total"]["crs"],
+        "areas summed over EPSG:32648 (WGS 84 / UTM zone 48N); EPSG:32633 (WGS 84 / UTM zone 33N)"
+    );
+    // With one input in pixels only, the total is in pixels only, and says which.
+    let mut report = StatsReport::new();
+    report.add("a.tif", &a, ClassStats::new(vec![]));
+    report.add(
+        "t.png",
+        &Grid::new(None, 1, 1).unwrap(),
+        ClassStats::new(vec![]),
+    );
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(
+        json["total"]["crs"],
+        "pixels only: t.png has no georeferencing"
     );
     assert!(report.to_csv().contains("\ntotal,1,y,2,500,0.05,0.75,"));
 }
