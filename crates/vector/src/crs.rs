@@ -97,7 +97,8 @@ impl Crs {
     }
 }
 
-/// The CRS the GeoKeys describe, or why none usable for areas can be read from them.
+/// The CRS the GeoKeys describe, or why none usable for areas can be read from them, as what
+/// the class map "has" (`has GeoKeys that name no CRS`).
 pub(crate) fn crs_from_geokeys(geo: &GeoRef) -> Result<Crs, String> {
     let keys = GeoKeys::parse(geo);
     let model = keys.short(MODEL_TYPE).or_else(|| {
@@ -112,9 +113,9 @@ pub(crate) fn crs_from_geokeys(geo: &GeoRef) -> Result<Crs, String> {
     match model {
         Some(1) => projected(&keys),
         Some(2) => Ok(geographic(&keys)),
-        Some(3) => Err("a geocentric CRS (GTModelTypeGeoKey 3) is not supported".into()),
-        Some(m) => Err(format!("unknown GTModelTypeGeoKey {m}")),
-        None => Err("its GeoKeys name no CRS".into()),
+        Some(3) => Err("has a geocentric CRS (GTModelTypeGeoKey 3), which is not supported".into()),
+        Some(m) => Err(format!("has an unknown GTModelTypeGeoKey {m}")),
+        None => Err("has GeoKeys that name no CRS".into()),
     }
 }
 
@@ -136,7 +137,7 @@ fn projected(keys: &GeoKeys) -> Result<Crs, String> {
         });
     let Some(metres_per_unit) = from_keys.or(from_table) else {
         return Err(format!(
-            "the linear unit of {} is unknown (no ProjLinearUnitsGeoKey, code not in the EPSG table)",
+            "has a CRS whose linear unit is unknown ({}: no ProjLinearUnitsGeoKey, not in the EPSG table)",
             code.map_or(name.clone(), |c| format!("EPSG:{c}"))
         ));
     };
@@ -344,7 +345,11 @@ mod tests {
             crs_from_geokeys(&geo(vec![1, 1, 0, 2, 3072, 0, 1, 65000, 3076, 0, 1, 9001])).unwrap();
         assert_eq!(crs.describe(), "EPSG:65000");
         let no_units = crs_from_geokeys(&geo(vec![1, 1, 0, 1, 3072, 0, 1, 65000]));
-        assert!(no_units.unwrap_err().contains("EPSG:65000"));
+        assert!(
+            no_units
+                .unwrap_err()
+                .contains("(EPSG:65000: no ProjLinearUnitsGeoKey")
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use proj4rs::Proj;
 use crate::crs::{Crs, proj4_of};
 use crate::polygonize::Region;
 use crate::simplify::simplify_region;
+use crate::stats::round6;
 use crate::{Grid, VectorError};
 
 /// The coordinates features are written in.
@@ -22,8 +23,17 @@ pub enum OutputCrs {
 /// How regions become features.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VectorOptions {
-    /// Douglas–Peucker tolerance in metres (topology-preserving, see the crate docs); in pixels
-    /// for a class map without a usable CRS. `None` keeps every pixel corner.
+    /// Douglas–Peucker tolerance in metres; in pixels for a class map without a usable CRS.
+    /// `None` keeps every pixel corner.
+    ///
+    /// Topology-preserving: each ring is cut into arcs where the class across it changes and
+    /// at saddle corners, each arc is simplified from its lexicographically smaller end (so
+    /// both neighbours get the same points) and keeps at least one inner point, arcs on the
+    /// image border are kept, and a shortcut is taken only if the area it cuts off or adds
+    /// holds no pixel corner. Every ring vertex is a pixel corner, so simplified rings never
+    /// cross each other or themselves. The price: bumps deeper than about a pixel stay even
+    /// when they are within the tolerance. Metres become grid units at each arc's latitude
+    /// (its first corner's row) for geographic grids.
     pub simplify_m: Option<f64>,
     /// Regions whose raster area is below this many hectares are left out (ignored without a
     /// usable CRS, where there are no areas).
@@ -76,7 +86,10 @@ impl<W: Write> GeoJsonWriter<W> {
             (Some(_), None, OutputCrs::Wgs84) => {
                 return Err(VectorError::Unprojectable {
                     crs: "the scene's CRS".into(),
-                    why: grid.pixels_only_reason().unwrap_or("unknown").to_string(),
+                    why: format!(
+                        "the class map {}",
+                        grid.pixels_only_reason().unwrap_or("has no CRS")
+                    ),
                 });
             }
             (Some(_), Some(crs), OutputCrs::Native) => {
@@ -166,7 +179,7 @@ impl<W: Write> GeoJsonWriter<W> {
             "mean_probability".into(),
             region
                 .mean_probability()
-                .map_or(serde_json::Value::Null, Into::into),
+                .map_or(serde_json::Value::Null, |p| round6(p).into()),
         );
         props.insert("pixels".into(), region.pixels.into());
         let sep = if self.features == 0 { "\n" } else { ",\n" };

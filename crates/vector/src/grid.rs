@@ -30,7 +30,7 @@ impl Grid {
                 height,
                 transform: None,
                 crs: None,
-                pixels_only: Some("it has no georeferencing".into()),
+                pixels_only: Some("has no georeferencing".into()),
             });
         };
         let t = geo.transform;
@@ -79,7 +79,8 @@ impl Grid {
         self.transform
     }
 
-    /// Why areas cannot be computed (`it has no georeferencing`), or `None` when they can.
+    /// Why areas cannot be computed, as what the map has (`has no georeferencing`), or `None`
+    /// when they can.
     pub fn pixels_only_reason(&self) -> Option<&str> {
         self.pixels_only.as_deref()
     }

@@ -12,10 +12,14 @@
 //!   [`StatsReport`] writes them per input and in total, as JSON or CSV.
 //! - [`Polygonizer`] streams rows into [`Region`]s: **4-connected** regions of one class
 //!   (diagonal neighbours are separate regions, as GDAL's polygonize default), whose rings
-//!   follow pixel edges exactly, holes included. Memory is two rows plus the boundary edges of
-//!   the regions still open.
-//! - [`GeoJsonWriter`] writes them as RFC 7946 features (WGS84 lon/lat through `proj4rs`, or
-//!   the scene's own CRS), optionally simplified without gaps or overlaps between neighbours.
+//!   follow pixel edges exactly, holes included; rings touch at diagonal corners but never
+//!   cross, and no ring passes a corner twice. Memory is two rows plus the boundary edges of
+//!   the regions still open (see `BENCH.md`).
+//! - [`GeoJsonWriter`] writes them as RFC 7946 features (WGS84 lon/lat through `proj4rs` and
+//!   the bundled EPSG table of `crs-definitions`, or the scene's own CRS), optionally
+//!   simplified: Douglas–Peucker on the arcs between neighbours, the same on both sides, taking
+//!   a shortcut only where it sweeps over no pixel corner, so that no gaps, overlaps or
+//!   crossings appear without seeing the neighbours (see [`VectorOptions::simplify_m`]).
 //!
 //! ```
 //! use raster::GeoRef;

@@ -98,7 +98,10 @@ impl Open {
 ///
 /// Connectivity is 4-connected (as GDAL's polygonize default): pixels of a class that touch
 /// only diagonally belong to separate regions; where they do, the rings touch at that corner
-/// but do not cross. Nodata (255) and classes not selected are never polygonized.
+/// but do not cross. No ring passes through a corner twice: where a region's own pixels meet
+/// diagonally (joined elsewhere), its rings are split there into an outer ring and a hole, or
+/// two holes, touching at the corner (valid OGC polygons, no figure-eight rings). Nodata (255)
+/// and classes not selected are never polygonized.
 #[derive(Debug)]
 pub struct Polygonizer {
     width: usize,

@@ -79,19 +79,27 @@ fn trace_rings(edges: Vec<Edge>, saddles: &[[u32; 2]]) -> Vec<Ring> {
             let e = edges[i];
             pts.push((e.from, e.other));
             let d = e.dir();
-            let mut next = leaving(e.to).filter(|&j| !used[j]);
-            i = match (next.next(), next.next()) {
-                (None, _) => break,
-                (Some(j), None) => j,
-                // A saddle: turn right, around the same pixel (4-connectivity).
+            let mut out = leaving(e.to);
+            let next = match (out.next(), out.next()) {
+                (Some(a), None) => a,
+                // A saddle corner whose two diagonal pixels are this region's (joined
+                // elsewhere, 4-connectivity): turn left, so the ring goes on along the other
+                // pixel and never passes the corner twice. An outer ring and a hole (or two
+                // holes) then touch there, as OGC simple features allow; self-touching rings
+                // ("inverted holes") would not be valid there.
                 (Some(a), Some(b)) => {
-                    if edges[a].dir() == [-d[1], d[0]] {
+                    if edges[a].dir() == [d[1], -d[0]] {
                         a
                     } else {
                         b
                     }
                 }
+                _ => unreachable!("a boundary corner has an edge leaving it"),
             };
+            if used[next] {
+                break; // back at the first edge
+            }
+            i = next;
         }
         rings.push(drop_straight_corners(&pts, &saddles));
     }

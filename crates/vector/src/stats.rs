@@ -62,19 +62,12 @@ impl ClassStats {
         }
         assert_eq!(classes.len() % w, 0, "rows must be {w} values wide");
         let mut counts = [0u64; 256];
-        for (r, (row, conf)) in classes
-            .chunks_exact(w)
-            .zip(confidence.chunks_exact(w))
-            .enumerate()
-        {
+        let mut sums = [0f64; 256];
+        let mut finite = [0u64; 256];
+        for (r, row) in classes.chunks_exact(w).enumerate() {
             counts.fill(0);
-            for (&k, &p) in row.iter().zip(conf) {
+            for &k in row {
                 counts[k as usize] += 1;
-                let t = self.tally(k);
-                if p.is_finite() {
-                    t.confidence_sum += p as f64;
-                    t.confidence_count += 1;
-                }
             }
             let area = grid.pixel_area_m2(row0 + r);
             self.has_area &= area.is_some();
@@ -83,6 +76,17 @@ impl ClassStats {
                 t.pixels += n;
                 t.area_m2 += n as f64 * area.unwrap_or(0.0);
             }
+        }
+        for (&k, &p) in classes.iter().zip(confidence) {
+            if p.is_finite() {
+                sums[k as usize] += p as f64;
+                finite[k as usize] += 1;
+            }
+        }
+        for k in (0..256).filter(|&k| finite[k] > 0) {
+            let t = self.tally(k as u8);
+            t.confidence_sum += sums[k];
+            t.confidence_count += finite[k];
         }
     }
 
@@ -150,7 +154,7 @@ impl Section {
             area_m2: area(t),
             area_ha: area(t).map(|a| a / 10_000.0),
             mean_probability: (t.confidence_count > 0)
-                .then(|| t.confidence_sum / t.confidence_count as f64),
+                .then(|| round6(t.confidence_sum / t.confidence_count as f64)),
         };
         Section {
             input: input.to_string(),
@@ -185,10 +189,11 @@ impl StatsReport {
     }
 
     /// Adds one input's statistics, computed on `grid`.
-    pub fn add(&mut self, input: &str, grid: &Grid, stats: ClassStats) {
+    pub fn add(&mut self, input: &str, grid: &Grid, mut stats: ClassStats) {
+        stats.has_area &= grid.pixels_only_reason().is_none();
         let crs = match (grid.crs(), grid.pixels_only_reason()) {
             (Some(crs), None) if stats.has_area => crs.describe(),
-            (_, Some(why)) => format!("pixels only: {input}: {why}"),
+            (_, Some(why)) => format!("pixels only: {input} {why}"),
             _ => format!("pixels only: {input} has no georeferencing"),
         };
         self.inputs.push((input.to_string(), crs, stats));
@@ -211,7 +216,13 @@ impl StatsReport {
         let crs = match crss.as_slice() {
             [one] => one.to_string(),
             _ if total.has_area => format!("areas summed over {}", crss.join("; ")),
-            _ => format!("pixels only: {}", crss.join("; ")),
+            _ => {
+                let why: Vec<&str> = crss
+                    .iter()
+                    .filter_map(|c| c.strip_prefix("pixels only: "))
+                    .collect();
+                format!("pixels only: {}", why.join("; "))
+            }
         };
         (inputs, Section::new("total", crs, &total))
     }
@@ -252,6 +263,11 @@ impl StatsReport {
         }
         out
     }
+}
+
+/// Probabilities to 6 decimals: the inputs are f32, more digits would be noise.
+pub(crate) fn round6(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
 }
 
 fn csv_field(s: &str) -> String {

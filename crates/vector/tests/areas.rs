@@ -145,7 +145,7 @@ fn without_georeferencing_the_report_is_in_pixels() {
     report.add("tile.png", &grid, stats);
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     let s = &json["inputs"][0];
-    assert_eq!(s["crs"], "pixels only: tile.png: it has no georeferencing");
+    assert_eq!(s["crs"], "pixels only: tile.png has no georeferencing");
     assert_eq!(s["classes"][1]["pixels"], 3);
     assert!(s["classes"][1]["area_ha"].is_null());
     close(
@@ -175,7 +175,7 @@ fn an_unknown_code_with_metre_units_still_gives_hectares() {
     assert!(
         report
             .to_json()
-            .contains("pixels only: x.tif: the linear unit of EPSG:65000 is unknown")
+            .contains("pixels only: x.tif has a CRS whose linear unit is unknown (EPSG:65000")
     );
 }
 
@@ -211,13 +211,24 @@ fn totals_add_up_over_inputs_in_different_crs() {
     assert_eq!(total["pixels"], 2);
     assert_eq!(total["area_m2"], 500.0);
     assert_eq!(total["mean_probability"], 0.75);
-    assert!(
-        json["total"]["crs"]
-            .as_str()
-            .unwrap()
-            .contains("EPSG:32633")
+    assert_eq!(
+        json["total"]["crs"],
+        "areas summed over EPSG:32648 (WGS 84 / UTM zone 48N); EPSG:32633 (WGS 84 / UTM zone 33N)"
     );
     assert!(report.to_csv().contains("\ntotal,1,y,2,500,0.05,0.75,"));
+    // With one input in pixels only, the total is in pixels only, and says which.
+    let mut report = StatsReport::new();
+    report.add("a.tif", &a, ClassStats::new(vec![]));
+    report.add(
+        "t.png",
+        &Grid::new(None, 1, 1).unwrap(),
+        ClassStats::new(vec![]),
+    );
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(
+        json["total"]["crs"],
+        "pixels only: t.png has no georeferencing"
+    );
 }
 
 #[test]

@@ -357,3 +357,35 @@ fn other_geographic_crs_are_reprojected_and_wgs84_native_is_named_crs84() {
         "but it still has areas (WGS84 ellipsoid)"
     );
 }
+
+#[test]
+fn a_transform_without_a_crs_is_refused_for_wgs84_and_kept_as_is_natively() {
+    // The minimal key directory segfit writes for a georeferenced raster without keys: only
+    // GTRasterTypeGeoKey (PixelIsArea).
+    let g = geo(
+        [1000.0, 2.0, 0.0, 5000.0, 0.0, -2.0],
+        vec![1, 1, 0, 1, 1025, 0, 1, 1],
+    );
+    let grid = Grid::new(Some(&g), 1, 1).unwrap();
+    assert_eq!(
+        grid.pixels_only_reason(),
+        Some("has GeoKeys that name no CRS")
+    );
+    let err = GeoJsonWriter::new(Vec::new(), &grid, &names(), &VectorOptions::default())
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains("the class map has GeoKeys that name no CRS"),
+        "{err}"
+    );
+    let native = VectorOptions {
+        crs: OutputCrs::Native,
+        ..Default::default()
+    };
+    let json = geojson(&grid, &[1], &[false, true], &native);
+    assert!(json.get("crs").is_none());
+    let f = &json["features"][0];
+    assert!(f["properties"].get("area_ha").is_none());
+    assert!(rings(f)[0].contains(&[1002.0, 4998.0]));
+}

@@ -35,6 +35,7 @@ fn check_all(regions: &[Region]) {
     for r in regions {
         assert_valid(&r.rings);
         assert_no_crossing_at_vertices(&r.rings);
+        assert_simple_rings(&r.rings);
         // Outer ring positive in (col, row) coordinates, holes negative (see `Region::rings`).
         assert!(ring_area(&r.rings[0]) > 0.0, "outer ring orientation");
         for h in &r.rings[1..] {
@@ -108,11 +109,29 @@ fn diagonal_neighbours_are_two_regions_touching_at_a_corner() {
     assert_eq!(regions.len(), 2);
     let corner = [1.0, 1.0];
     assert!(regions.iter().all(|r| r.rings[0].contains(&corner)));
-    // And a saddle inside one region (connected around): one region, rings touch, not cross.
-    let (w, h, m) = map(&["1111", "1001", "1011", "1111"]);
-    let (regions, _) = polygonize(w, h, &m, &ALL, 1);
+}
+
+#[test]
+fn a_saddle_inside_one_region_gives_two_holes_touching_at_the_corner() {
+    // The 1s at (1,1) and (2,2) meet diagonally at corner (2,2) and are joined around it; the
+    // two 0s are separate holes. The ring turns at the corner so that no ring passes it twice
+    // (no figure-eight hole, which OGC would call invalid); the holes touch there.
+    let (w, h, m) = map(&["1111", "1101", "1011", "1111"]);
+    let (regions, _) = polygonize(w, h, &m, &[false, true], 1);
     check_all(&regions);
-    assert_eq!(flood_fill(w, h, &m, &ALL).len(), regions.len());
+    assert_eq!(regions.len(), 1);
+    let r = &regions[0];
+    assert_eq!(r.rings.len(), 3);
+    assert_eq!(
+        (ring_area(&r.rings[1]), ring_area(&r.rings[2])),
+        (-1.0, -1.0)
+    );
+    assert!(r.rings[1].contains(&[2.0, 2.0]) && r.rings[2].contains(&[2.0, 2.0]));
+    // And where the region's own arms touch diagonally around a hole, the hole is separate.
+    let (w, h, m) = map(&["11111", "10001", "10111", "11011", "11111"]);
+    let (regions, _) = polygonize(w, h, &m, &[false, true], 1);
+    check_all(&regions);
+    assert_eq!(flood_fill(w, h, &m, &[false, true]).len(), regions.len());
 }
 
 #[test]

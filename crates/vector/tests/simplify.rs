@@ -274,6 +274,7 @@ fn many_small_random_maps_stay_valid_and_tiled() {
         for p in &simple {
             assert_valid(&p.rings);
             assert_no_crossing_at_vertices(&p.rings);
+            assert_simple_rings(&p.rings);
         }
         let polys: Vec<_> = simple.iter().map(|p| p.rings.clone()).collect();
         assert_no_overlap_between(&polys);

@@ -293,3 +293,17 @@ fn bbox_apart(a: [f64; 2], b: [f64; 2], c: [f64; 2], d: [f64; 2]) -> bool {
         || a[1].max(b[1]) < c[1].min(d[1])
         || c[1].max(d[1]) < a[1].min(b[1])
 }
+
+/// No ring passes through a corner twice (OGC simple rings; rings may touch each other).
+pub fn assert_simple_rings(rings: &[Vec<[f64; 2]>]) {
+    for ring in rings {
+        let mut seen: Vec<(u64, u64)> = ring[..ring.len() - 1]
+            .iter()
+            .map(|p| (p[0].to_bits(), p[1].to_bits()))
+            .collect();
+        seen.sort_unstable();
+        let n = seen.len();
+        seen.dedup();
+        assert_eq!(seen.len(), n, "a ring passes a corner twice: {ring:?}");
+    }
+}
