@@ -15,7 +15,10 @@ pub(crate) fn assemble(reg: Open) -> Region {
         saddles,
         ..
     } = reg;
-    let mut rings = trace_rings(edges, &saddles);
+    let mut rings: Vec<Ring> = trace_rings(edges, &saddles)
+        .into_iter()
+        .flat_map(split_pinches)
+        .collect();
     // Outer ring first: the one with the largest positive shoelace sum.
     let area = |r: &Ring| shoelace2(r.iter().map(|p| [p.0[0] as i64, p.0[1] as i64]));
     let outer = (0..rings.len())
@@ -104,6 +107,39 @@ fn trace_rings(edges: Vec<Edge>, saddles: &[[u32; 2]]) -> Vec<Ring> {
         rings.push(drop_straight_corners(&pts, &saddles));
     }
     rings
+}
+
+/// Splits a ring that passes a corner twice into rings that pass it once.
+///
+/// Under 4-connectivity a region can close a loop through a saddle corner (its two diagonal
+/// pixels are joined elsewhere), enclosing background that touches the outside only at that
+/// corner. The traced ring then pinches there, which OGC simple features (GEOS, shapely,
+/// GDAL) call a self-intersection; the valid form of the same area is an outer ring and a hole
+/// that touch at the corner. Each loop between two visits becomes its own ring; the shoelace
+/// sign then says which is the outer ring and which are holes.
+fn split_pinches(ring: Ring) -> Vec<Ring> {
+    let mut out = Vec::new();
+    let mut stack = vec![ring];
+    while let Some(ring) = stack.pop() {
+        let mut seen: std::collections::HashMap<[u32; 2], usize> =
+            std::collections::HashMap::with_capacity(ring.len());
+        let pinch = ring
+            .iter()
+            .enumerate()
+            .find_map(|(j, p)| seen.insert(p.0, j).map(|i| (i, j)));
+        match pinch {
+            // The loop i..j starts and ends at the corner; what's left goes on from j.
+            Some((i, j)) => {
+                let inner = ring[i..j].to_vec();
+                let mut rest = ring[j..].to_vec();
+                rest.extend_from_slice(&ring[..i]);
+                stack.push(inner);
+                stack.push(rest);
+            }
+            None => out.push(ring),
+        }
+    }
+    out
 }
 
 /// Drops vertices where the ring goes straight on with the same neighbour (and no saddle).
