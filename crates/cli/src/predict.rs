@@ -171,6 +171,7 @@ fn predict_on<B: Backend>(
     }
     if let Some(report) = &report {
         answers.write_report(report)?;
+        outln!("{}", report.summary().trim_end());
         eprintln!(
             "statistics -> {}",
             args.answers.stats.as_ref().expect("a report").display()

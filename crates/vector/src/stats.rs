@@ -239,6 +239,31 @@ impl StatsReport {
         .expect("plain data serialises")
     }
 
+    /// The totals as an aligned text table for a terminal: one line per class (and nodata, when
+    /// there is any) with pixels, hectares (when known) and the mean probability, then the CRS.
+    pub fn summary(&self) -> String {
+        let (_, total) = self.sections();
+        let nodata = (total.nodata.pixels > 0).then_some(&total.nodata);
+        let rows: Vec<&ClassRow> = total.classes.iter().chain(nodata).collect();
+        let width = rows.iter().map(|r| r.class.len()).max().unwrap_or(0).max(5);
+        let mut out = format!(
+            "{:<width$}  {:>12}  {:>14}  {:>9}\n",
+            "class", "pixels", "hectares", "mean p"
+        );
+        for r in rows {
+            let ha = r.area_ha.map_or("-".to_string(), |a| format!("{a:.4}"));
+            let p = r
+                .mean_probability
+                .map_or("-".to_string(), |p| format!("{p:.3}"));
+            out.push_str(&format!(
+                "{:<width$}  {:>12}  {:>14}  {:>9}\n",
+                r.class, r.pixels, ha, p
+            ));
+        }
+        out.push_str(&format!("({})\n", total.crs));
+        out
+    }
+
     /// The report as CSV: one row per input and class (nodata last, as class index 255), then
     /// the totals under input `total`; empty cells where areas are unknown.
     pub fn to_csv(&self) -> String {

@@ -38,6 +38,18 @@ fn projected_10_m_pixels_are_a_hundredth_of_a_hectare() {
         json["inputs"][0]["crs"],
         "EPSG:32648 (WGS 84 / UTM zone 48N)"
     );
+    // The terminal summary: a line per class with pixels, hectares and mean probability.
+    let summary = report.summary();
+    let lines: Vec<Vec<&str>> = summary
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[1], ["outer", "0", "0.0000", "-"], "{summary}");
+    assert_eq!(lines[2], ["rice", "16", "0.1600", "0.500"], "{summary}");
+    assert!(
+        lines.len() == 4 && summary.contains("UTM zone 48N"),
+        "{summary}"
+    );
 }
 
 #[test]
