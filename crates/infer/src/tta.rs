@@ -105,6 +105,14 @@ impl Pose {
 
 /// Which poses test-time augmentation averages over: `none`, `flips` (the 4 poses of
 /// horizontal and vertical flips) or `d4` (all 8 poses of [`Pose::ALL`]).
+///
+/// Each pose of a window runs through the model (one after the other: memory is that of one
+/// pass, time grows with the number of poses), its upsampled logits become class
+/// probabilities, are turned back into the window's frame and averaged. The window's "logits"
+/// handed on are then `ln(mean probability)` (for a single-logit model, the logit of the mean
+/// sigmoid): [`probabilities`](crate::probabilities) of them is the mean probability and
+/// [`classes_of`](crate::classes_of) its argmax, so every consumer of logits works unchanged.
+/// Where windows overlap, these log-probabilities are what [`Blender`](crate::Blender) blends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Tta {
     /// The image as it is: the model's logits, untouched.

@@ -162,7 +162,11 @@ fn tta_names_and_poses() {
 }
 
 fn tiny_model() -> Segformer<Flex> {
-    let mut c = SegformerConfig::mit_b0().with_num_labels(3);
+    model_with_labels(3)
+}
+
+fn model_with_labels(k: usize) -> Segformer<Flex> {
+    let mut c = SegformerConfig::mit_b0().with_num_labels(k);
     c.hidden_sizes = vec![8, 16, 24, 32];
     c.num_attention_heads = vec![1, 2, 3, 4];
     c.depths = vec![1, 1, 1, 1];
@@ -239,6 +243,24 @@ fn averaged_probabilities_match_a_direct_computation() {
     let plain = upsampled_logits(&model, tensor(x.clone(), dims), Tta::None, None);
     let plain = softmax_host(&values(plain).0, dims);
     assert!(worst(&plain, &direct(&model, &x, dims, Tta::D4)) > 1e-4);
+}
+
+#[test]
+fn a_single_logit_model_averages_its_sigmoids() {
+    let model = model_with_labels(1);
+    let dims = [1, 3, 44, 36];
+    let x = pixels(dims.iter().product());
+    let (logits, out_dims) = values(upsampled_logits(
+        &model,
+        tensor(x.clone(), dims),
+        Tta::D4,
+        None,
+    ));
+    assert_eq!(out_dims, [1, 1, 44, 36]);
+    // `probabilities` of one logit is its sigmoid.
+    let got = probabilities(&logits, 1, 44 * 36);
+    let err = worst(&got, &direct(&model, &x, dims, Tta::D4));
+    assert!(err < 1e-5, "worst {err}");
 }
 
 #[test]
