@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, ensure};
 use burn::tensor::backend::Backend;
 use clap::Args;
-use infer::{ConfusionMatrix, SegMetrics};
+use infer::{ConfusionMatrix, SegMetrics, Tta};
 use tiles::SegDataset;
 
 use crate::device::{DeviceArg, KernelsArg, on_device};
@@ -29,6 +29,11 @@ pub struct EvalArgs {
     /// Print the result as JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Test-time augmentation: none, flips (class probabilities averaged over the horizontal
+    /// and vertical flips, 4 poses) or d4 (all 8 flips, transposes and rotations by 90°).
+    /// The metrics are printed without and with it, from one pass over the data.
+    #[arg(long, value_name = "POSES", default_value = "none")]
+    pub tta: Tta,
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
@@ -98,10 +103,10 @@ fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device
             }
             Ok(augment::collate(&items)?)
         });
-    let result = infer::evaluate(&model, batches, device, || {})?;
+    let result = infer::evaluate_tta(&model, batches, args.tta, device, || {})?;
     let (metrics, confusion, loss) = (result.metrics, result.confusion, result.loss);
     if args.json {
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "model": source.weights,
             "data": args.data,
             "split": args.split,
@@ -111,27 +116,49 @@ fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device
             "metrics": metrics,
             "confusion": confusion.rows(),
         });
+        if let Some(tta) = &result.tta {
+            json["tta"] = serde_json::json!({
+                "poses": tta.tta.to_string(),
+                "count": tta.tta.poses().len(),
+                "metrics": tta.metrics,
+                "confusion": tta.confusion.rows(),
+            });
+        }
         outln!("{}", serde_json::to_string_pretty(&json)?)
     } else {
+        let mut text = table(&names, &metrics, &confusion);
+        if let Some(tta) = &result.tta {
+            let poses = tta.tta.poses().len();
+            text = format!(
+                "without test-time augmentation\n{text}\nwith test-time augmentation ({}, {poses} poses)\n{}\n\
+                 mIoU {} -> {} with --tta {}\n",
+                tta.tta,
+                table(&names, &tta.metrics, &tta.confusion),
+                pct(metrics.miou),
+                pct(tta.metrics.miou),
+                tta.tta
+            );
+        }
         outln!(
-            "{}loss {loss:.4} over {} samples of `{}`",
-            table(&names, &metrics, &confusion),
+            "{text}loss {loss:.4} over {} samples of `{}`",
             dataset.len(),
             args.split
         )
     }
 }
 
+/// A fraction as a percentage with two decimals, `-` where undefined.
+fn pct(v: f64) -> String {
+    if v.is_nan() {
+        "-".to_string()
+    } else {
+        format!("{:.2}", 100.0 * v)
+    }
+}
+
 /// Per-class metrics and the confusion matrix as aligned text tables.
 fn table(names: &[String], m: &SegMetrics, confusion: &ConfusionMatrix) -> String {
     let width = names.iter().map(String::len).max().unwrap_or(5).max(5);
-    let pct = |v: f64| {
-        if v.is_nan() {
-            "-".to_string()
-        } else {
-            format!("{:.2}", 100.0 * v)
-        }
-    };
     let mut out = format!(
         "{:width$}  {:>7}  {:>7}  {:>9}  {:>7}\n",
         "class", "IoU", "F1", "precision", "recall"

@@ -72,6 +72,11 @@ pub struct PredictArgs {
     /// ones; the tensor is run whole, as one window.
     #[arg(long, requires_all = ["pixel_values", "logits"])]
     pub raw_logits: bool,
+    /// Test-time augmentation: none, flips (class probabilities averaged over the horizontal
+    /// and vertical flips, 4 poses) or d4 (all 8 flips, transposes and rotations by 90°); with
+    /// it, --logits holds log-probabilities.
+    #[arg(long, default_value = "none", conflicts_with = "raw_logits")]
+    pub tta: infer::Tta,
     /// Hectares and polygons from the same pass.
     #[command(flatten)]
     pub answers: AnswerArgs,
@@ -107,6 +112,7 @@ fn predict_on<B: Backend>(
             tile[0], tile[1], args.overlap
         )
     })?;
+    let windows = windows.with_tta(args.tta);
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     if let Some(path) = &args.pixel_values {
@@ -171,7 +177,7 @@ fn predict_on<B: Backend>(
     }
     if let Some(report) = &report {
         answers.write_report(report)?;
-        outln!("{}", report.summary().trim_end());
+        outln!("{}", report.summary().trim_end())?;
         eprintln!(
             "statistics -> {}",
             args.answers.stats.as_ref().expect("a report").display()

@@ -17,4 +17,7 @@ pub enum InferError {
     /// An input does not have the shape the model or the call needs.
     #[error("{0}")]
     Shape(String),
+    /// A test-time augmentation name that is none of `none`, `flips`, `d4`.
+    #[error("`{0}` is not a test-time augmentation; use none, flips (4 poses) or d4 (8 poses)")]
+    UnknownTta(String),
 }

@@ -8,6 +8,7 @@ use segformer::Segformer;
 use crate::error::InferError;
 use crate::metrics::{ConfusionMatrix, SegMetrics};
 use crate::postprocess::{batch_tensors, host, predict_classes};
+use crate::tta::{Tta, upsampled_logits};
 
 /// Loss and metrics of a model over a set of batches.
 #[derive(Clone, Debug)]
@@ -20,6 +21,20 @@ pub struct EvalResult {
     pub confusion: ConfusionMatrix,
     /// Batches evaluated.
     pub batches: usize,
+    /// The same pixels predicted with test-time augmentation ([`evaluate_tta`] with a
+    /// [`Tta`] other than [`Tta::None`]); the fields above stay those of the plain model.
+    pub tta: Option<TtaEval>,
+}
+
+/// Metrics of the test-time-augmented predictions of an [`evaluate_tta`] run.
+#[derive(Clone, Debug)]
+pub struct TtaEval {
+    /// The augmentation.
+    pub tta: Tta,
+    /// Metrics over every labelled pixel.
+    pub metrics: SegMetrics,
+    /// The confusion matrix behind them.
+    pub confusion: ConfusionMatrix,
 }
 
 /// Runs `model` over every batch (inference only: call it with a backend without autodiff, or
@@ -31,6 +46,24 @@ pub fn evaluate<B, E>(
     model: &Segformer<B>,
     batches: impl IntoIterator<Item = Result<Batch, E>>,
     device: &B::Device,
+    after_batch: impl FnMut(),
+) -> Result<EvalResult, E>
+where
+    B: Backend,
+    E: From<InferError>,
+{
+    evaluate_tta(model, batches, Tta::None, device, after_batch)
+}
+
+/// [`evaluate`], and with `tta` other than [`Tta::None`] also the metrics of the predictions
+/// averaged over its poses ([`EvalResult::tta`]), from the same pass: the identity pose's
+/// forward gives both the plain prediction and the loss, so the plain metrics are exactly
+/// those of [`evaluate`].
+pub fn evaluate_tta<B, E>(
+    model: &Segformer<B>,
+    batches: impl IntoIterator<Item = Result<Batch, E>>,
+    tta: Tta,
+    device: &B::Device,
     mut after_batch: impl FnMut(),
 ) -> Result<EvalResult, E>
 where
@@ -40,15 +73,23 @@ where
     let num_classes = model.num_labels().max(2);
     let ignore = model.config().semantic_loss_ignore_index;
     let mut confusion = ConfusionMatrix::new(num_classes, ignore);
+    let mut averaged = (tta != Tta::None).then(|| ConfusionMatrix::new(num_classes, ignore));
     let (mut loss_sum, mut count) = (0.0f64, 0usize);
     for batch in batches {
         let batch = batch?;
         let (x, y) = batch_tensors::<B>(&batch, device);
-        let logits = model.forward(x);
+        let logits = model.forward(x.clone());
         loss_sum += model.loss(logits.clone(), y).into_scalar().to_f64();
         count += 1;
-        let pred: Vec<i64> = host(predict_classes(logits, [batch.h, batch.w]), "predictions")?;
-        confusion.update(batch.labels.as_deref().unwrap_or(&[]), &pred);
+        let labels = batch.labels.as_deref().unwrap_or(&[]);
+        let size = [batch.h, batch.w];
+        if let Some(averaged) = &mut averaged {
+            let full = upsampled_logits(model, x, tta, Some(logits.clone()));
+            let pred: Vec<i64> = host(predict_classes(full, size), "predictions")?;
+            averaged.update(labels, &pred);
+        }
+        let pred: Vec<i64> = host(predict_classes(logits, size), "predictions")?;
+        confusion.update(labels, &pred);
         after_batch();
     }
     Ok(EvalResult {
@@ -56,6 +97,11 @@ where
         metrics: confusion.metrics(),
         confusion,
         batches: count,
+        tta: averaged.map(|confusion| TtaEval {
+            tta,
+            metrics: confusion.metrics(),
+            confusion,
+        }),
     })
 }
 
@@ -66,17 +112,19 @@ mod tests {
     use burn::tensor::{Int, Tensor, TensorData};
     use segformer::SegformerConfig;
 
-    #[test]
-    fn metrics_and_loss_match_a_direct_computation() {
+    fn tiny_model() -> Segformer<Flex> {
         let mut c = SegformerConfig::mit_b0().with_num_labels(3);
         c.hidden_sizes = vec![8, 16, 24, 32];
         c.num_attention_heads = vec![1, 2, 3, 4];
         c.depths = vec![1, 1, 1, 1];
         c.decoder_hidden_size = 16;
-        let device = Default::default();
-        let model = c.init::<Flex>(&device).unwrap();
-        let (n, h, w) = (2, 32, 32);
-        let make = |seed: usize| Batch {
+        c.init::<Flex>(&Default::default()).unwrap()
+    }
+
+    /// Two images of `h × w` pixels, labels cycling through the 3 classes and 255.
+    fn batch(seed: usize, h: usize, w: usize) -> Batch {
+        let n = 2;
+        Batch {
             pixel_values: (0..n * 3 * h * w)
                 .map(|i| ((i * 31 + seed * 7) % 97) as f32 / 48.0 - 1.0)
                 .collect(),
@@ -89,7 +137,15 @@ mod tests {
             c: 3,
             h,
             w,
-        };
+        }
+    }
+
+    #[test]
+    fn metrics_and_loss_match_a_direct_computation() {
+        let device = Default::default();
+        let model = tiny_model();
+        let (n, h, w) = (2, 32, 32);
+        let make = |seed| batch(seed, h, w);
         let batches = vec![make(0), make(1)];
         let mut calls = 0;
         let result =
@@ -133,6 +189,63 @@ mod tests {
             result.loss,
             loss / 2.0
         );
+    }
+
+    #[test]
+    fn tta_metrics_come_with_the_plain_ones_from_one_pass() {
+        let device = Default::default();
+        let model = tiny_model();
+        let (h, w) = (40, 48);
+        let batches = vec![batch(0, h, w), batch(1, h, w)];
+        let run = |tta| {
+            evaluate_tta::<Flex, InferError>(
+                &model,
+                batches.iter().cloned().map(Ok),
+                tta,
+                &device,
+                || {},
+            )
+            .unwrap()
+        };
+        let plain =
+            evaluate::<Flex, InferError>(&model, batches.iter().cloned().map(Ok), &device, || {})
+                .unwrap();
+        assert!(plain.tta.is_none() && run(Tta::None).tta.is_none());
+        for tta in [Tta::Flips, Tta::D4] {
+            let both = run(tta);
+            assert_eq!(
+                both.confusion, plain.confusion,
+                "{tta}: plain metrics changed"
+            );
+            assert_eq!(both.loss.to_bits(), plain.loss.to_bits());
+            let averaged = both.tta.unwrap();
+            assert_eq!(averaged.tta, tta);
+            // Direct: the mean of the poses' softmax, each put back, argmax.
+            let mut direct = ConfusionMatrix::new(3, 255);
+            for b in &batches {
+                let (x, _) = batch_tensors::<Flex>(b, &device);
+                let mut mean = Tensor::<Flex, 4>::zeros([b.n, 3, h, w], &device);
+                for &pose in tta.poses() {
+                    let logits = model.forward(pose.apply(x.clone()));
+                    let up = segformer::resize_bilinear(logits, pose.size([h, w]));
+                    mean = mean + pose.undo(burn::tensor::activation::softmax(up, 1));
+                }
+                let pred: Vec<i64> = host(mean.argmax(1), "classes").unwrap();
+                direct.update(b.labels.as_deref().unwrap(), &pred);
+            }
+            // Equal up to pixels whose two best classes tie within rounding.
+            let off: u64 = (0..3)
+                .flat_map(|t| (0..3).map(move |p| (t, p)))
+                .map(|(t, p)| direct.get(t, p).abs_diff(averaged.confusion.get(t, p)))
+                .sum();
+            assert!(off <= 4, "{tta}: {off} counts off the direct computation");
+            let m = averaged.confusion.metrics();
+            assert_eq!(
+                (averaged.metrics.miou, averaged.metrics.pixels),
+                (m.miou, m.pixels)
+            );
+            assert_ne!(averaged.confusion, plain.confusion, "{tta} changed nothing");
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //!   [`classes_of`] and [`probabilities`] (on blended host logits), [`batch_tensors`];
 //! - sliding windows over images of any size: [`Windows`], [`predict_windows`] and the
 //!   Hann-weighted [`Blender`];
+//! - test-time augmentation ([`Tta`]: probabilities averaged over the flips or all 8 [`Pose`]s),
+//!   chosen with [`Windows::with_tta`] or [`evaluate_tta`];
 //! - evaluation: [`evaluate`] over labelled batches, the streaming [`ConfusionMatrix`] and its
 //!   [`SegMetrics`];
 //! - the one class palette, [`class_colour`].
@@ -32,13 +34,15 @@ mod evaluate;
 mod metrics;
 mod palette;
 mod postprocess;
+mod tta;
 mod window;
 
 pub use error::InferError;
-pub use evaluate::{EvalResult, evaluate};
+pub use evaluate::{EvalResult, TtaEval, evaluate, evaluate_tta};
 pub use metrics::{ConfusionMatrix, SegMetrics};
 pub use palette::class_colour;
 pub use postprocess::{batch_tensors, classes_of, predict_classes, probabilities};
+pub use tta::{Pose, Tta};
 pub use window::{
     Blender, Windows, hann, min_input_side, origins, predict_streaming, predict_windows,
 };

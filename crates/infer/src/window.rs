@@ -12,6 +12,7 @@ use segformer::{Segformer, SegformerConfig};
 
 use crate::error::InferError;
 use crate::postprocess::host;
+use crate::tta::{Tta, upsampled_logits};
 
 /// How an image is cut into model windows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +23,9 @@ pub struct Windows {
     pub overlap: usize,
     /// Windows run through the model at once.
     pub batch: usize,
+    /// Test-time augmentation of every window ([`Tta::None`] unless set with
+    /// [`with_tta`](Self::with_tta)).
+    pub tta: Tta,
 }
 
 impl Windows {
@@ -52,7 +56,14 @@ impl Windows {
             tile,
             overlap,
             batch,
+            tta: Tta::None,
         })
+    }
+
+    /// The same windows, each predicted under test-time augmentation `tta`: the mean class
+    /// probability over its poses, handed on as log-probabilities (see [`Tta`]).
+    pub fn with_tta(self, tta: Tta) -> Self {
+        Self { tta, ..self }
     }
 
     /// The top-left corners of the windows over an `h × w` image, row by row, and the window
@@ -186,6 +197,7 @@ struct WindowPlan {
     ys: Vec<usize>,
     xs: Vec<usize>,
     batch: usize,
+    tta: Tta,
 }
 
 impl WindowPlan {
@@ -217,6 +229,7 @@ impl WindowPlan {
             ys: origins(h, th, windows.overlap),
             xs: origins(w, tw, windows.overlap),
             batch: windows.batch,
+            tta: windows.tta,
         })
     }
 
@@ -239,7 +252,12 @@ impl WindowPlan {
             let x =
                 Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
             // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
-            let logits = segformer::resize_bilinear(model.forward(x), [th, tw]);
+            // NOTE: with test-time augmentation these are log mean probabilities, not logits,
+            // so overlapping windows blend log-probabilities: where windows meet, the result is
+            // a weighted geometric mean of their probabilities (renormalised by the softmax),
+            // not the softmax of blended logits; where one window covers a pixel, its softmax
+            // is exactly the window's mean probability.
+            let logits = upsampled_logits(model, x, self.tta, None);
             let values: Vec<f32> = host(logits, "logits")?;
             let size = self.k * th * tw;
             for (i, &x0) in group.iter().enumerate() {
