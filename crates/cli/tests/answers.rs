@@ -63,20 +63,8 @@ fn varied_model(dir: &Path) -> PathBuf {
 
 fn predict(scene: &Path, out: &Path, extra: &[&str]) {
     let model = varied_model(scene.parent().unwrap());
-    let mut args = vec![
-        "predict",
-        "--model",
-        s(&model),
-        "--input",
-        s(scene),
-        "--output",
-        s(out),
-        "--tile",
-        "64",
-        "--probabilities",
-    ];
-    args.extend_from_slice(extra);
-    ok(&args);
+    let args = [&["--tile", "64", "--probabilities"][..], extra].concat();
+    predict_ok(&model, scene, out, &args);
 }
 
 fn json(path: &Path) -> Value {
@@ -301,19 +289,12 @@ fn an_image_without_georeferencing_gets_pixel_counts_only() {
     tiles::write_png(&file, &image).unwrap();
     let stats = dir.path().join("stats.json");
     let out = dir.path().join("out");
-    ok(&[
-        "predict",
-        "--model",
-        s(&fixture()),
-        "--input",
-        s(&file),
-        "--output",
-        s(&out),
-        "--tile",
-        "64",
-        "--stats",
-        s(&stats),
-    ]);
+    predict_ok(
+        &fixture(),
+        &file,
+        &out,
+        &["--tile", "64", "--stats", s(&stats)],
+    );
     let report = json(&stats);
     let text = report.to_string();
     assert!(text.contains("pixels only"), "{text}");

@@ -63,22 +63,8 @@ fn read_tiff(path: &Path) -> (Option<String>, DecodingResult) {
 }
 
 fn predict(input: &Path, out: &Path, extra: &[&str]) {
-    let model = fixture();
-    let mut args = vec![
-        "predict",
-        "--model",
-        s(&model),
-        "--input",
-        s(input),
-        "--output",
-        s(out),
-        "--tile",
-        "32",
-        "--overlap",
-        "8",
-    ];
-    args.extend_from_slice(extra);
-    ok(&args);
+    let args = [&["--tile", "32", "--overlap", "8"][..], extra].concat();
+    predict_ok(&fixture(), input, out, &args);
 }
 
 /// The class map holds 255 exactly on the frame and classes 0..3 elsewhere.

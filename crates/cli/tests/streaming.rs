@@ -81,23 +81,12 @@ fn ifds(path: &Path) -> Vec<Ifd> {
 }
 
 fn predict(scene: &Path, out: &Path, extra: &[&str]) {
-    let model = fixture();
-    let mut args = vec![
-        "predict",
-        "--model",
-        s(&model),
-        "--input",
-        s(scene),
-        "--output",
-        s(out),
-        "--tile",
-        "64",
-        "--overlap",
-        "16",
-        "--probabilities",
-    ];
-    args.extend_from_slice(extra);
-    ok(&args);
+    let args = [
+        &["--tile", "64", "--overlap", "16", "--probabilities"][..],
+        extra,
+    ]
+    .concat();
+    predict_ok(&fixture(), scene, out, &args);
 }
 
 #[test]

@@ -223,13 +223,6 @@ fn predict_tta_streams_a_scene_like_the_in_memory_path() {
     let predict = |out: &str, extra: &[&str]| {
         let dir = t.join(out);
         let args = [
-            "predict",
-            "--model",
-            s(&model),
-            "--input",
-            s(&scene),
-            "--output",
-            s(&dir),
             "--tile",
             "48",
             "--overlap",
@@ -238,7 +231,7 @@ fn predict_tta_streams_a_scene_like_the_in_memory_path() {
             "d4",
             "--probabilities",
         ];
-        ok(&[&args[..], extra].concat());
+        predict_ok(&model, &scene, &dir, &[&args[..], extra].concat());
         let (classes, _) = tiles::read_image(&dir.join("scene.tif")).unwrap();
         let (prob, _) = tiles::read_image(&dir.join("scene_prob.tif")).unwrap();
         (classes, prob)

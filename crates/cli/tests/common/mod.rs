@@ -27,6 +27,21 @@ pub fn ok(args: &[&str]) -> String {
     stdout.into_owned()
 }
 
+/// Runs `segfit predict --model <model> --input <input> --output <output> <extra…>` and
+/// asserts success; returns stdout.
+pub fn predict_ok(model: &Path, input: &Path, output: &Path, extra: &[&str]) -> String {
+    let base = [
+        "predict",
+        "--model",
+        s(model),
+        "--input",
+        s(input),
+        "--output",
+        s(output),
+    ];
+    ok(&[&base[..], extra].concat())
+}
+
 /// A temp path as the `&str` an argument list wants.
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
