@@ -133,6 +133,18 @@ impl AnswerSpec {
         out_dir: &Path,
         stem: &str,
     ) -> Result<SceneAnswers> {
+        if self.stats.is_none() && self.vector.is_none() {
+            // Nothing asked: the georeferencing is not read (an odd transform stays fine).
+            return Ok(SceneAnswers {
+                stats: None,
+                vector: None,
+                grid: None,
+                width,
+                row: 0,
+                outlines: Vec::new(),
+                keep_outlines: false,
+            });
+        }
         let grid = Grid::new(geo, width, height)
             .with_context(|| format!("reading the georeferencing of {}", file.display()))?;
         let vector = match &self.vector {
@@ -164,7 +176,7 @@ impl AnswerSpec {
                 .as_ref()
                 .map(|_| ClassStats::new(self.names.clone())),
             vector,
-            grid,
+            grid: Some(grid),
             width,
             row: 0,
             outlines: Vec::new(),
@@ -190,7 +202,7 @@ impl AnswerSpec {
 pub struct SceneAnswers {
     stats: Option<ClassStats>,
     vector: Option<VectorSink>,
-    grid: Grid,
+    grid: Option<Grid>,
     width: usize,
     row: usize,
     outlines: Vec<Region>,
@@ -207,7 +219,7 @@ struct VectorSink {
 /// One input's finished answers.
 pub struct Finished {
     /// Its class statistics, with `--stats`.
-    pub stats: Option<(Grid, ClassStats)>,
+    pub stats: Option<(ClassStats, Grid)>,
     /// Its regions in pixel coordinates, when asked to keep them (for the overlay).
     pub outlines: Vec<Region>,
     /// The GeoJSON written and how many polygons it holds.
@@ -226,10 +238,13 @@ impl SceneAnswers {
     /// # Shapes
     /// - logits: `[k, n, W]`, classes: `[n, W]`
     pub fn add_rows(&mut self, logits: &[f32], classes: &[u8]) -> Result<()> {
+        if self.stats.is_none() && self.vector.is_none() {
+            return Ok(());
+        }
         let plane = classes.len();
         let confidence = confidence_of(logits, classes, plane);
-        if let Some(stats) = &mut self.stats {
-            stats.add_rows(&self.grid, self.row, classes, &confidence);
+        if let (Some(stats), Some(grid)) = (&mut self.stats, &self.grid) {
+            stats.add_rows(grid, self.row, classes, &confidence);
         }
         if let Some(sink) = &mut self.vector {
             let done = sink.polygons.push_rows(classes, &confidence);
@@ -272,7 +287,7 @@ impl SceneAnswers {
             geojson = Some((path, regions));
         }
         Ok(Finished {
-            stats: self.stats.map(|s| (self.grid, s)),
+            stats: self.stats.zip(self.grid),
             outlines: self.outlines,
             geojson,
         })

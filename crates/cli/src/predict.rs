@@ -171,7 +171,7 @@ fn predict_on<B: Backend>(
             line += &format!(", {} ({n} polygons)", path.display());
         }
         eprintln!("{line}");
-        if let (Some(report), Some((grid, stats))) = (&mut report, finished.stats) {
+        if let (Some(report), Some((stats, grid))) = (&mut report, finished.stats) {
             report.add(&file.display().to_string(), &grid, stats);
         }
     }
