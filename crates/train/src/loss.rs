@@ -121,7 +121,7 @@ impl LossConfig {
     /// class) is needed for `"auto"` weights.
     pub fn resolve(&self, classes: usize, class_pixels: Option<&[u64]>) -> Result<SegLoss, TrainError> {
         self.validate()?;
-        let terms = self
+        let terms: Vec<LossTerm> = self
             .term_list()
             .into_iter()
             .map(|(kind, weight)| LossTerm {
