@@ -326,7 +326,9 @@ fn processor_from_hf(map: &Map<String, Value>) -> Result<(SegformerProcessor, Ve
             Some(v) => Some(
                 serde_json::from_value::<Vec<usize>>(v.clone())
                     .ok()
-                    .with_context(|| format!("band_indices is {v}; expected a list of 0-based band numbers"))?,
+                    .with_context(|| {
+                        format!("band_indices is {v}; expected a list of 0-based band numbers")
+                    })?,
             ),
         },
     };

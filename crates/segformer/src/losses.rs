@@ -155,7 +155,11 @@ impl SegLoss {
 }
 
 /// The pixels whose label is a class: `0 <= label < classes` and `label != ignore`.
-fn valid_mask<B: Backend>(labels: &Tensor<B, 3, Int>, classes: usize, ignore: i64) -> Tensor<B, 3, Bool> {
+fn valid_mask<B: Backend>(
+    labels: &Tensor<B, 3, Int>,
+    classes: usize,
+    ignore: i64,
+) -> Tensor<B, 3, Bool> {
     labels
         .clone()
         .not_equal_elem(ignore)
@@ -215,7 +219,9 @@ fn dice<B: Backend>(
 ) -> Tensor<B, 1> {
     let [_, classes, _, _] = logits.dims();
     // [B, H, W] -> [B, 1, H, W]
-    let valid = valid_mask(&labels, classes, ignore).float().unsqueeze_dim::<4>(1);
+    let valid = valid_mask(&labels, classes, ignore)
+        .float()
+        .unsqueeze_dim::<4>(1);
     let probs = softmax(logits, 1) * valid.clone();
     let target = one_hot(&labels, classes) * valid;
     // Σ over batch and pixels: [B, C, H, W] -> [C]
@@ -240,13 +246,20 @@ fn lovasz_softmax<B: Backend>(
 ) -> Tensor<B, 1> {
     let [batch, classes, h, w] = logits.dims();
     let device = logits.device();
-    let valid = valid_mask(&labels, classes, ignore).float().unsqueeze_dim::<4>(1);
+    let valid = valid_mask(&labels, classes, ignore)
+        .float()
+        .unsqueeze_dim::<4>(1);
     let target = one_hot(&labels, classes);
     // Errors |t − p| on valid pixels: [B, C, H, W] -> [C, B·H·W]
     let errors = ((target.clone() - softmax(logits, 1)).abs() * valid.clone())
         .swap_dims(0, 1)
         .reshape([classes, batch * h * w]);
-    let e_host: Vec<f32> = errors.clone().into_data().convert::<f32>().into_vec().unwrap();
+    let e_host: Vec<f32> = errors
+        .clone()
+        .into_data()
+        .convert::<f32>()
+        .into_vec()
+        .unwrap();
     let t_host: Vec<f32> = (target * valid.clone())
         .swap_dims(0, 1)
         .reshape([classes, batch * h * w])
@@ -254,7 +267,12 @@ fn lovasz_softmax<B: Backend>(
         .convert::<f32>()
         .into_vec()
         .unwrap();
-    let v_host: Vec<f32> = valid.reshape([batch * h * w]).into_data().convert::<f32>().into_vec().unwrap();
+    let v_host: Vec<f32> = valid
+        .reshape([batch * h * w])
+        .into_data()
+        .convert::<f32>()
+        .into_vec()
+        .unwrap();
     let n = batch * h * w;
     let mut weights = vec![0f32; classes * n];
     let mut present = 0usize;

@@ -51,7 +51,13 @@ fn is_valid(y: i64, c: usize) -> bool {
 }
 
 /// Σ w_y (1 − p_y)^γ (−log p_y) / Σ w_y over valid pixels.
-fn ref_focal(logits: &[f64], labels: &[i64], shape: [usize; 4], gamma: f64, w: Option<&[f32]>) -> f64 {
+fn ref_focal(
+    logits: &[f64],
+    labels: &[i64],
+    shape: [usize; 4],
+    gamma: f64,
+    w: Option<&[f32]>,
+) -> f64 {
     let p = probs(logits, shape);
     let (mut num, mut den) = (0.0, 0.0);
     for (pix, &y) in p.iter().zip(labels) {
@@ -92,18 +98,28 @@ fn ref_dice(logits: &[f64], labels: &[i64], shape: [usize; 4], smooth: f64) -> f
 }
 
 /// Berman et al.'s lovasz_softmax_flat with classes="present", written from the paper.
+#[allow(clippy::needless_range_loop)] // index loops read like the paper's formulas
 fn ref_lovasz(logits: &[f64], labels: &[i64], shape: [usize; 4]) -> f64 {
     let c = shape[1];
     let p = probs(logits, shape);
-    let pixels: Vec<usize> = (0..labels.len()).filter(|&i| is_valid(labels[i], c)).collect();
+    let pixels: Vec<usize> = (0..labels.len())
+        .filter(|&i| is_valid(labels[i], c))
+        .collect();
     let (mut sum, mut present) = (0.0, 0);
     for k in 0..c {
-        let fg: Vec<f64> = pixels.iter().map(|&i| (labels[i] as usize == k) as u8 as f64).collect();
+        let fg: Vec<f64> = pixels
+            .iter()
+            .map(|&i| (labels[i] as usize == k) as u8 as f64)
+            .collect();
         if fg.iter().sum::<f64>() == 0.0 {
             continue;
         }
         present += 1;
-        let err: Vec<f64> = pixels.iter().zip(&fg).map(|(&i, f)| (f - p[i][k]).abs()).collect();
+        let err: Vec<f64> = pixels
+            .iter()
+            .zip(&fg)
+            .map(|(&i, f)| (f - p[i][k]).abs())
+            .collect();
         let mut order: Vec<usize> = (0..err.len()).collect();
         order.sort_by(|&a, &b| err[b].total_cmp(&err[a]));
         let gts: f64 = fg.iter().sum();
@@ -308,7 +324,12 @@ fn model_loss_with_uses_the_upsample_ce_op_and_adds_terms() {
     let full = resize_bilinear(logits.clone(), [4, 5]);
     let want = model.loss(logits.clone(), labels.clone())
         + loss
-            .term(&LossKind::Dice { smooth: 0.0 }, full, labels.clone(), IGNORE)
+            .term(
+                &LossKind::Dice { smooth: 0.0 },
+                full,
+                labels.clone(),
+                IGNORE,
+            )
             .mul_scalar(0.5);
     let (a, b) = (sum.clone().into_scalar(), want.into_scalar());
     assert!((a - b).abs() < 1e-6, "{a} vs {b}");

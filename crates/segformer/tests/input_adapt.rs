@@ -41,6 +41,7 @@ fn model_tensor(model: &segformer::Segformer<Flex>, key: &str) -> TensorData {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)] // index loops read like the rules
 fn adapted_kernels_follow_each_rule_on_the_fixture() {
     let Some(dir) = common::fixture("segformer-tiny") else {
         return;
@@ -57,11 +58,17 @@ fn adapted_kernels_follow_each_rule_on_the_fixture() {
             assert_eq!(report.adapted[0].key, KERNEL);
             assert_eq!(report.adapted[0].rule, rule);
             let text = report.to_string();
-            assert!(text.contains(KERNEL) && text.contains(rule.name()), "{text}");
+            assert!(
+                text.contains(KERNEL) && text.contains(rule.name()),
+                "{text}"
+            );
             assert!(report.initialized.is_empty() && report.mismatched.is_empty());
 
             let got = model_tensor(&model, KERNEL);
-            assert_eq!(got.shape.to_vec(), vec![shape[0], bands, shape[2], shape[3]]);
+            assert_eq!(
+                got.shape.to_vec(),
+                vec![shape[0], bands, shape[2], shape[3]]
+            );
             let got: Vec<f32> = got.into_vec().unwrap();
             if rule == InputAdapt::Random {
                 assert!(!report.loaded.iter().any(|k| k == KERNEL));
@@ -108,12 +115,9 @@ fn other_tensors_load_as_with_three_bands() {
         }
     }
     // A three-band model loads exactly, with nothing adapted.
-    let (_, report) = segformer::load_pretrained::<Flex>(
-        &dir,
-        &segformer::read_config(&dir).unwrap(),
-        &device,
-    )
-    .unwrap();
+    let (_, report) =
+        segformer::load_pretrained::<Flex>(&dir, &segformer::read_config(&dir).unwrap(), &device)
+            .unwrap();
     assert!(report.adapted.is_empty() && report.is_exact());
 }
 

@@ -367,15 +367,24 @@ mod tests {
         assert_eq!(c.data.bands, Some(vec![3, 2, 1, 7]));
         assert_eq!(c.model.input_adapt, "repeat");
         let es = c.train.early_stopping.clone().unwrap();
-        assert_eq!((es.metric.as_str(), es.patience, es.min_delta), ("miou", 5, 0.001));
+        assert_eq!(
+            (es.metric.as_str(), es.patience, es.min_delta),
+            ("miou", 5, 0.001)
+        );
         assert_eq!(c.loss.terms.as_ref().unwrap().len(), 2);
         let back = TrainConfig::from_toml_str(&c.to_toml_string(), &[]).unwrap();
         assert_eq!(c, back);
         for (o, want) in [
-            ("model.input_adapt=\"copy\"", "`model.input_adapt` = \"copy\""),
+            (
+                "model.input_adapt=\"copy\"",
+                "`model.input_adapt` = \"copy\"",
+            ),
             ("data.bands=[]", "`data.bands` = []"),
             ("data.bands=[1, 1]", "band 1 twice"),
-            ("train.early_stopping.patience=0", "train.early_stopping.patience"),
+            (
+                "train.early_stopping.patience=0",
+                "train.early_stopping.patience",
+            ),
         ] {
             let e = TrainConfig::from_toml_str(text, &[o.to_string()])
                 .unwrap_err()

@@ -91,7 +91,9 @@ mod tests {
     /// Feeds `values` in order; the index of the evaluation that stops the run, if any.
     fn stops_at(es: &EarlyStopping, values: &[f64]) -> Option<usize> {
         let mut state = EarlyStopState::default();
-        values.iter().position(|&v| es.observe(&mut state, v).is_some())
+        values
+            .iter()
+            .position(|&v| es.observe(&mut state, v).is_some())
     }
 
     fn es(metric: &str, patience: u32, min_delta: f64) -> EarlyStopping {
@@ -109,7 +111,10 @@ mod tests {
         assert_eq!(stops_at(&miou, &[0.3, 0.5, 0.5005, 0.49, 0.4]), Some(4));
         // An improvement resets the count.
         assert_eq!(stops_at(&miou, &[0.3, 0.2, 0.2, 0.4, 0.3, 0.3]), None);
-        assert_eq!(stops_at(&miou, &[0.3, 0.2, 0.2, 0.4, 0.3, 0.3, 0.3]), Some(6));
+        assert_eq!(
+            stops_at(&miou, &[0.3, 0.2, 0.2, 0.4, 0.3, 0.3, 0.3]),
+            Some(6)
+        );
         // NaN never improves.
         assert_eq!(stops_at(&es("miou", 1, 0.0), &[f64::NAN]), Some(0));
         // Lower is better for the validation loss.
@@ -120,9 +125,14 @@ mod tests {
             assert!(loss.observe(&mut state, v).is_none());
         }
         assert_eq!(state.best, Some(0.9));
-        let why = loss.observe(&mut state, 0.95).or_else(|| loss.observe(&mut state, 0.95));
+        let why = loss
+            .observe(&mut state, 0.95)
+            .or_else(|| loss.observe(&mut state, 0.95));
         let why = why.unwrap();
-        assert!(why.contains("val_loss") && why.contains("2 evaluations"), "{why}");
+        assert!(
+            why.contains("val_loss") && why.contains("2 evaluations"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -133,7 +143,10 @@ mod tests {
             (es("miou", 5, -1.0), "min_delta"),
         ] {
             let msg = e.validate().unwrap_err().to_string();
-            assert!(msg.contains(&format!("train.early_stopping.{key}")), "{msg}");
+            assert!(
+                msg.contains(&format!("train.early_stopping.{key}")),
+                "{msg}"
+            );
         }
     }
 }

@@ -39,9 +39,9 @@ mod trainer;
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
 pub use device::{Device, fit_memory, run};
 pub use early_stop::{EarlyStopState, EarlyStopping};
-pub use loss::{ClassWeights, LossConfig, LossTermConfig};
 pub use error::TrainError;
 pub use infer::EvalResult;
+pub use loss::{ClassWeights, LossConfig, LossTermConfig};
 pub use schedule::{ScheduleConfig, ScheduleKind};
 pub use trainer::{RunOptions, RunSummary, can_resume, train};
 

@@ -76,26 +76,49 @@ impl LossConfig {
 
     /// Checks values the types cannot (the class count is checked by [`LossConfig::resolve`]).
     pub fn validate(&self) -> Result<(), TrainError> {
-        let bad = |k: &str, v: String, fix: &str| {
-            Err(TrainError::Config(format!("`{k}` = {v} {fix}")))
-        };
+        let bad =
+            |k: &str, v: String, fix: &str| Err(TrainError::Config(format!("`{k}` = {v} {fix}")));
         if matches!(&self.terms, Some(t) if t.is_empty()) {
-            return bad("loss.terms", "[]".into(), "is empty; give at least one { kind, weight } or drop it for `loss.kind`");
+            return bad(
+                "loss.terms",
+                "[]".into(),
+                "is empty; give at least one { kind, weight } or drop it for `loss.kind`",
+            );
         }
-        let key = if self.terms.is_some() { "loss.terms.kind" } else { "loss.kind" };
+        let key = if self.terms.is_some() {
+            "loss.terms.kind"
+        } else {
+            "loss.kind"
+        };
         for (kind, weight) in self.term_list() {
             if !["ce", "dice", "focal", "lovasz"].contains(&kind.as_str()) {
-                return bad(key, format!("\"{kind}\""), &format!("is not a loss; use {KINDS}"));
+                return bad(
+                    key,
+                    format!("\"{kind}\""),
+                    &format!("is not a loss; use {KINDS}"),
+                );
             }
             if !(weight.is_finite() && weight >= 0.0) {
-                return bad("loss.terms.weight", weight.to_string(), "must be a finite number >= 0");
+                return bad(
+                    "loss.terms.weight",
+                    weight.to_string(),
+                    "must be a finite number >= 0",
+                );
             }
         }
         if !(self.gamma.is_finite() && self.gamma >= 0.0) {
-            return bad("loss.gamma", self.gamma.to_string(), "must be a finite number >= 0 (2 is the paper's)");
+            return bad(
+                "loss.gamma",
+                self.gamma.to_string(),
+                "must be a finite number >= 0 (2 is the paper's)",
+            );
         }
         if !(self.smooth.is_finite() && self.smooth >= 0.0) {
-            return bad("loss.smooth", self.smooth.to_string(), "must be a finite number >= 0 (0 or 1 are usual)");
+            return bad(
+                "loss.smooth",
+                self.smooth.to_string(),
+                "must be a finite number >= 0 (0 or 1 are usual)",
+            );
         }
         match &self.class_weights {
             Some(ClassWeights::Auto(s)) if s != "auto" => bad(
@@ -119,14 +142,20 @@ impl LossConfig {
 
     /// The loss for `classes` classes; `class_pixels` (the train split's pixel count per
     /// class) is needed for `"auto"` weights.
-    pub fn resolve(&self, classes: usize, class_pixels: Option<&[u64]>) -> Result<SegLoss, TrainError> {
+    pub fn resolve(
+        &self,
+        classes: usize,
+        class_pixels: Option<&[u64]>,
+    ) -> Result<SegLoss, TrainError> {
         self.validate()?;
         let terms: Vec<LossTerm> = self
             .term_list()
             .into_iter()
             .map(|(kind, weight)| LossTerm {
                 kind: match kind.as_str() {
-                    "dice" => LossKind::Dice { smooth: self.smooth },
+                    "dice" => LossKind::Dice {
+                        smooth: self.smooth,
+                    },
                     "focal" => LossKind::Focal { gamma: self.gamma },
                     "lovasz" => LossKind::Lovasz,
                     _ => LossKind::CrossEntropy,
@@ -157,7 +186,10 @@ impl LossConfig {
                 "`[loss]`: a single-class (sigmoid) model trains with HF's BCE only; drop the [loss] table or use two classes".into(),
             ));
         }
-        Ok(SegLoss { terms, class_weights })
+        Ok(SegLoss {
+            terms,
+            class_weights,
+        })
     }
 }
 
@@ -220,7 +252,10 @@ pub(crate) fn describe(loss: &SegLoss, class_names: &[String]) -> String {
 }
 
 fn terms_differ_from_ce(terms: &[LossTerm]) -> bool {
-    terms.iter().any(|t| t.kind != LossKind::CrossEntropy || t.weight != 1.0) || terms.len() != 1
+    terms
+        .iter()
+        .any(|t| t.kind != LossKind::CrossEntropy || t.weight != 1.0)
+        || terms.len() != 1
 }
 
 #[cfg(test)]
@@ -241,20 +276,35 @@ mod tests {
         assert_eq!(
             l.terms,
             vec![
-                LossTerm { kind: LossKind::CrossEntropy, weight: 1.0 },
-                LossTerm { kind: LossKind::Dice { smooth: 1.0 }, weight: 0.5 },
+                LossTerm {
+                    kind: LossKind::CrossEntropy,
+                    weight: 1.0
+                },
+                LossTerm {
+                    kind: LossKind::Dice { smooth: 1.0 },
+                    weight: 0.5
+                },
             ]
         );
         assert_eq!(l.class_weights, None);
         // The default is HF's cross-entropy, the fused path.
-        assert_eq!(parse("").unwrap().loss.resolve(2, None).unwrap(), SegLoss::default());
+        assert_eq!(
+            parse("").unwrap().loss.resolve(2, None).unwrap(),
+            SegLoss::default()
+        );
         let c = parse("[loss]\nkind = \"focal\"\ngamma = 1.0\nclass_weights = \"auto\"\n").unwrap();
         let l = c.loss.resolve(3, Some(&[700, 200, 100])).unwrap();
         assert_eq!(l.terms[0].kind, LossKind::Focal { gamma: 1.0 });
         let w = l.class_weights.unwrap();
-        assert!((w[0] - 2.0 / 7.0).abs() < 1e-6 && w[1] == 1.0 && w[2] == 2.0, "{w:?}");
+        assert!(
+            (w[0] - 2.0 / 7.0).abs() < 1e-6 && w[1] == 1.0 && w[2] == 2.0,
+            "{w:?}"
+        );
         let c = parse("[loss]\nclass_weights = [1.0, 4.0]\n").unwrap();
-        assert_eq!(c.loss.resolve(2, None).unwrap().class_weights, Some(vec![1.0, 4.0]));
+        assert_eq!(
+            c.loss.resolve(2, None).unwrap().class_weights,
+            Some(vec![1.0, 4.0])
+        );
     }
 
     #[test]
@@ -270,11 +320,18 @@ mod tests {
             kernels: segformer::KernelPath::Fused,
         };
         let full = 2 * 5 * 64 * 32 * 4;
-        assert_eq!(crate::plan::loss_terms_bytes(&input, &SegLoss::default()), 0);
-        let c = parse("[loss]\nterms = [{ kind = \"ce\" }, { kind = \"dice\", weight = 0.5 }]\n").unwrap();
+        assert_eq!(
+            crate::plan::loss_terms_bytes(&input, &SegLoss::default()),
+            0
+        );
+        let c = parse("[loss]\nterms = [{ kind = \"ce\" }, { kind = \"dice\", weight = 0.5 }]\n")
+            .unwrap();
         let l = c.loss.resolve(5, None).unwrap();
         assert_eq!(crate::plan::loss_terms_bytes(&input, &l), full * (1 + 4));
-        let weighted = SegLoss { class_weights: Some(vec![1.0; 5]), ..SegLoss::default() };
+        let weighted = SegLoss {
+            class_weights: Some(vec![1.0; 5]),
+            ..SegLoss::default()
+        };
         assert_eq!(crate::plan::loss_terms_bytes(&input, &weighted), full * 3);
     }
 
@@ -282,17 +339,32 @@ mod tests {
     fn bad_loss_values_name_key_value_and_fix() {
         for (extra, want) in [
             ("[loss]\nkind = \"dyce\"\n", ["loss.kind", "dyce", "lovasz"]),
-            ("[loss]\nterms = [{ kind = \"iou\" }]\n", ["loss.terms.kind", "iou", "dice"]),
+            (
+                "[loss]\nterms = [{ kind = \"iou\" }]\n",
+                ["loss.terms.kind", "iou", "dice"],
+            ),
             ("[loss]\ngamma = -1.0\n", ["loss.gamma", "-1", ">= 0"]),
-            ("[loss]\nclass_weights = \"median\"\n", ["loss.class_weights", "median", "auto"]),
+            (
+                "[loss]\nclass_weights = \"median\"\n",
+                ["loss.class_weights", "median", "auto"],
+            ),
         ] {
             let e = parse(extra).unwrap_err().to_string();
             assert!(want.iter().all(|w| e.contains(w)), "{e}");
         }
         let c = parse("[loss]\nclass_weights = [1.0, 2.0, 3.0]\n").unwrap();
         let e = c.loss.resolve(2, None).unwrap_err().to_string();
-        assert!(e.contains("loss.class_weights") && e.contains("3 weights"), "{e}");
+        assert!(
+            e.contains("loss.class_weights") && e.contains("3 weights"),
+            "{e}"
+        );
         let c = parse("[loss]\nkind = \"dice\"\n").unwrap();
-        assert!(c.loss.resolve(1, None).unwrap_err().to_string().contains("BCE"));
+        assert!(
+            c.loss
+                .resolve(1, None)
+                .unwrap_err()
+                .to_string()
+                .contains("BCE")
+        );
     }
 }

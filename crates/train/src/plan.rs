@@ -586,8 +586,8 @@ pub fn loss_terms_bytes(input: &PlanInput<'_>, loss: &segformer::SegLoss) -> u64
     if !loss.keeps_full_logits() {
         return 0;
     }
-    let full = (input.batch.max(1) * input.config.num_labels() * input.height * input.width) as u64
-        * 4;
+    let full =
+        (input.batch.max(1) * input.config.num_labels() * input.height * input.width) as u64 * 4;
     let per_term: u64 = loss
         .terms
         .iter()

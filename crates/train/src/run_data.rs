@@ -177,10 +177,7 @@ pub fn normalize_with_dataset_stats(processor: &mut SegformerProcessor, meta: &t
         Some(b) => b.iter().filter_map(|&i| meta.band_stats.get(i)).collect(),
         None => meta.band_stats.iter().collect(),
     };
-    processor.image_mean = stats
-        .iter()
-        .map(|s| (s.mean / max) as f32)
-        .collect();
+    processor.image_mean = stats.iter().map(|s| (s.mean / max) as f32).collect();
     processor.image_std = stats
         .iter()
         .map(|s| (s.std.max(1e-6) / max) as f32)
@@ -224,19 +221,28 @@ mod tests {
         let hw = raw.width * raw.height;
         let max = meta.sample_kind.max_value() as f64;
         for (channel, band) in [(0usize, 3usize), (1, 0)] {
-            let (mean, std) = (meta.band_stats[band].mean, meta.band_stats[band].std.max(1e-6));
+            let (mean, std) = (
+                meta.band_stats[band].mean,
+                meta.band_stats[band].std.max(1e-6),
+            );
             for p in [0, 5, hw - 1] {
                 let x = raw.get_f32(p / raw.width, p % raw.width, band) as f64;
                 let want = ((x / max) - mean / max) / (std / max);
                 let got = processed.pixel_values[channel * hw + p] as f64;
-                assert!((got - want).abs() < 1e-4, "channel {channel} pixel {p}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() < 1e-4,
+                    "channel {channel} pixel {p}: {got} vs {want}"
+                );
             }
         }
 
         // A band the images do not have is named with the fix.
         let bad = TrainConfig::from_toml_str(&text, &["data.bands=[4, 0]".into()]).unwrap();
         let e = resolve_data(&bad).err().unwrap().to_string();
-        assert!(e.contains("data.bands") && e.contains("band 4") && e.contains("4 bands"), "{e}");
+        assert!(
+            e.contains("data.bands") && e.contains("band 4") && e.contains("4 bands"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -459,7 +459,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if let Some(es) = &t.early_stopping {
             let v = selection_value(&es.metric, &eval);
             if let Some(why) = es.observe(&mut self.state.early_stopping, v) {
-                let why = format!("{why}; stopped after epoch {epoch}, step {}", self.state.step);
+                let why = format!(
+                    "{why}; stopped after epoch {epoch}, step {}",
+                    self.state.step
+                );
                 self.reporter.note(&why);
                 self.state.stopped = Some(why);
             }

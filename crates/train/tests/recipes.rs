@@ -52,7 +52,10 @@ fn pretrained_rgb_encoder_trains_on_selected_bands_and_stops_early() {
     // min_delta = 1 can never be met: the first evaluation sets the best, the next two do
     // not improve, and the run stops after epoch 3 of 6.
     let why = summary.stopped.expect("the run stopped early");
-    assert!(why.contains("early stopping") && why.contains("miou"), "{why}");
+    assert!(
+        why.contains("early stopping") && why.contains("miou"),
+        "{why}"
+    );
     let state: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(run.join("checkpoints/last/trainer_state.json")).unwrap(),
     )
