@@ -210,6 +210,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if let Some(a) = &data.audit {
             reporter.note(&a.to_string());
         }
+        if let Some(b) = &cfg.data.bands {
+            reporter.note(&format!(
+                "data.bands: the model sees stored bands {b:?}, in that order (the band statistics above are per stored band)"
+            ));
+        }
         if let Some(r) = &report {
             reporter.note(&format!("loaded {r}"));
         }
