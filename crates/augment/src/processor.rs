@@ -45,6 +45,11 @@ pub struct SegformerProcessor {
     /// Label 0 becomes 255 (ignored) and every other label `l` becomes `l - 1` (for datasets
     /// such as ADE20k whose 0 means "other").
     pub do_reduce_labels: bool,
+    /// The input bands the model sees, in this order (0-based), picked before anything else
+    /// (`data.bands`); `None` takes all. `image_mean`/`image_std` are per selected band.
+    /// Not an HF key: HF's processor ignores it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band_indices: Option<Vec<usize>>,
 }
 
 impl Default for SegformerProcessor {
@@ -58,6 +63,7 @@ impl Default for SegformerProcessor {
             image_mean: imagenet_mean(),
             image_std: imagenet_std(),
             do_reduce_labels: false,
+            band_indices: None,
         }
     }
 }
@@ -88,6 +94,22 @@ impl SegformerProcessor {
     /// [`AugmentError::Shape`] when mask and image sizes differ or a size is 0;
     /// [`AugmentError::Unsupported`] when `image_mean`/`image_std` do not fit the band count.
     pub fn process(&self, image: &Raster, mask: Option<&Mask>) -> Result<Processed, AugmentError> {
+        let selected;
+        let image = match &self.band_indices {
+            None => image,
+            Some(bands) => {
+                selected = image.select_bands(bands).ok_or_else(|| {
+                    AugmentError::Unsupported {
+                        transform: "SegformerProcessor",
+                        reason: format!(
+                            "band selection {bands:?} does not fit an image of {} bands; select 0-based bands below {}",
+                            image.bands, image.bands
+                        ),
+                    }
+                })?;
+                &selected
+            }
+        };
         let d = Dims {
             h: image.height,
             w: image.width,
@@ -177,6 +199,11 @@ impl SegformerProcessor {
             height: oh,
             width: ow,
         })
+    }
+
+    /// The bands the model sees for an image of `stored` bands ([`Self::band_indices`]).
+    pub fn output_bands(&self, stored: usize) -> usize {
+        self.band_indices.as_ref().map_or(stored, Vec::len)
     }
 
     /// The per-band `x * scale + offset` that rescaling and normalising amount to.

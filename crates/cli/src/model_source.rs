@@ -180,6 +180,7 @@ fn legacy_run_preprocessing(cfg: &TrainConfig) -> Result<Preprocessing> {
         .with_context(|| format!("reading the band statistics of {}", root.display()))?;
     let mut processor = SegformerProcessor {
         size: Some((cfg.data.size[0], cfg.data.size[1])),
+        band_indices: cfg.data.bands.clone(),
         ..Default::default()
     };
     if cfg.data.normalize == "dataset" {
@@ -319,8 +320,20 @@ fn processor_from_hf(map: &Map<String, Value>) -> Result<(SegformerProcessor, Ve
         image_mean,
         image_std,
         do_reduce_labels,
+        // segfit's own key (`data.bands`), written by `segfit export`.
+        band_indices: match map.get("band_indices") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                serde_json::from_value::<Vec<usize>>(v.clone())
+                    .ok()
+                    .with_context(|| {
+                        format!("band_indices is {v}; expected a list of 0-based band numbers")
+                    })?,
+            ),
+        },
     };
-    const USED: [&str; 11] = [
+    const USED: [&str; 12] = [
+        "band_indices",
         "do_resize",
         "size",
         "resample",
@@ -364,7 +377,7 @@ pub fn hf_preprocessor_config(p: &SegformerProcessor, kind: SampleKind) -> Value
         Some(f) => f as f64,
         None => 1.0 / kind.max_value() as f64,
     };
-    serde_json::json!({
+    let mut json = serde_json::json!({
         "image_processor_type": "SegformerImageProcessor",
         "do_resize": p.size.is_some(),
         "size": { "height": h, "width": w },
@@ -378,7 +391,12 @@ pub fn hf_preprocessor_config(p: &SegformerProcessor, kind: SampleKind) -> Value
         "image_mean": p.image_mean,
         "image_std": p.image_std,
         "do_reduce_labels": p.do_reduce_labels,
-    })
+    });
+    if let Some(b) = &p.band_indices {
+        // segfit's own key: HF's processor ignores it, segfit selects these bands.
+        json["band_indices"] = serde_json::json!(b);
+    }
+    json
 }
 
 #[cfg(test)]

@@ -92,6 +92,7 @@ pub fn run(a: &PlanArgs) -> Result<()> {
             .then(|| PathBuf::from(&a.model)),
         drop_path_rate: None,
         classifier_dropout_prob: None,
+        input_adapt: "repeat".into(),
     };
     let config =
         train::model_config(&model_cfg, &names, a.bands).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -200,7 +200,7 @@ fn predict_image<B: Backend>(
     let nodata = resolve_nodata(model.num_labels(), job.nodata, geo.as_ref(), file)?;
     let bands = model.config().num_channels;
     ensure!(
-        image.bands == bands,
+        job.processor.output_bands(image.bands) == bands,
         "{} has {} bands but the model takes {bands}; predict on images like the training ones",
         file.display(),
         image.bands

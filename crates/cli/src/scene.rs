@@ -205,6 +205,8 @@ pub fn predict_scene<B: Backend>(
     let reader =
         ChunkedReader::open(file).with_context(|| format!("reading {}", file.display()))?;
     let (w, h, bands) = (reader.width(), reader.height(), reader.bands());
+    // The bands the model sees (a run's `data.bands` picks them in the processor).
+    let bands = job.processor.output_bands(bands);
     let channels = model.config().num_channels;
     ensure!(
         bands == channels,

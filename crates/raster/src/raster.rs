@@ -110,6 +110,25 @@ impl Raster {
         }
     }
 
+    /// A raster of the bands `bands` (0-based, in that order); `None` when one is out of range
+    /// or the list is empty.
+    pub fn select_bands(&self, bands: &[usize]) -> Option<Raster> {
+        if bands.is_empty() || bands.iter().any(|&b| b >= self.bands) {
+            return None;
+        }
+        fn pick<T: Copy>(v: &[T], c: usize, bands: &[usize]) -> Vec<T> {
+            v.chunks_exact(c)
+                .flat_map(|px| bands.iter().map(move |&b| px[b]))
+                .collect()
+        }
+        let data = match &self.data {
+            RasterData::U8(v) => RasterData::U8(pick(v, self.bands, bands)),
+            RasterData::U16(v) => RasterData::U16(pick(v, self.bands, bands)),
+            RasterData::F32(v) => RasterData::F32(pick(v, self.bands, bands)),
+        };
+        Raster::new(self.width, self.height, bands.len(), data)
+    }
+
     /// All samples converted to `f32`, `[H, W, C]`.
     pub fn to_f32(&self) -> Vec<f32> {
         match &self.data {

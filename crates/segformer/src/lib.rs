@@ -28,6 +28,7 @@ mod config;
 mod encoder;
 mod fused;
 mod layers;
+mod losses;
 mod model;
 mod ops;
 mod recompute;
@@ -38,9 +39,11 @@ mod weights;
 pub use bilinear::resize_bilinear;
 pub use compute::{BackendKind, KernelPath, Kernels};
 pub use config::{ConfigError, SegformerConfig};
+pub use losses::{LossKind, LossTerm, SegLoss, median_frequency_weights};
 pub use model::Segformer;
 pub use recompute::loss_band_elements;
 pub use weights::{
-    LoadReport, WeightsError, hf_gradients, hf_state_dict, hf_state_dict_original, load_hf_dir,
-    load_pretrained, read_config, save_hf_dir,
+    Adapted, InputAdapt, LoadReport, WeightsError, hf_gradients, hf_state_dict,
+    hf_state_dict_original, load_hf_dir, load_pretrained, load_pretrained_adapted, read_config,
+    save_hf_dir,
 };

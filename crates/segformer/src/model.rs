@@ -8,10 +8,12 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{FloatDType, Int, Tensor};
 
 use crate::batch_norm::BatchNorm2d;
+use crate::bilinear::resize_bilinear;
 use crate::compute::{Compute, KernelPath, Kernels};
 use crate::config::SegformerConfig;
 use crate::encoder::Encoder;
 use crate::layers::{ConvSpec, conv2d, linear};
+use crate::losses::SegLoss;
 use crate::ops;
 
 /// The per-stage channel projection (`SegformerMLP`).
@@ -202,6 +204,32 @@ impl<B: Backend> Segformer<B> {
     pub fn loss(&self, logits: Tensor<B, 4>, labels: Tensor<B, 3, Int>) -> Tensor<B, 1> {
         let ignore = self.config.semantic_loss_ignore_index;
         ops::segmentation_loss(logits, labels, ignore, self.compute)
+    }
+
+    /// The training loss `loss` describes (Dice, focal, Lovász, class weights, sums): every
+    /// term on the logits upsampled to the labels' size; unweighted cross-entropy terms run
+    /// the same upsample + cross-entropy op as [`Segformer::loss`] (never keeping the
+    /// full-resolution logits), the others burn's composition on one shared upsampled copy.
+    /// With `num_labels == 1` this is [`Segformer::loss`] (HF's BCE) whatever `loss` says.
+    ///
+    /// # Shapes
+    /// - logits: `[batch, num_labels, h, w]`
+    /// - labels: `[batch, H, W]`
+    /// - output: `[1]`
+    pub fn loss_with(
+        &self,
+        logits: Tensor<B, 4>,
+        labels: Tensor<B, 3, Int>,
+        loss: &SegLoss,
+    ) -> Tensor<B, 1> {
+        if self.num_labels() == 1 || *loss == SegLoss::default() {
+            return self.loss(logits, labels);
+        }
+        let ignore = self.config.semantic_loss_ignore_index;
+        let [_, height, width] = labels.dims();
+        let full = || resize_bilinear(logits.clone(), [height, width]);
+        let ce = || ops::segmentation_loss(logits.clone(), labels.clone(), ignore, self.compute);
+        loss.sum(full, labels.clone(), ignore, ce)
     }
 
     /// Mixed precision hook: with `Some(BF16 | F16)` every Linear, Conv2d and attention

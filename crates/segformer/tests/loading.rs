@@ -109,8 +109,10 @@ fn misshaped_encoder_tensor_is_an_error_with_both_shapes() {
         return;
     };
     let device = Default::default();
-    // A 4-band model cannot take the 3-band patch embedding.
-    let config = segformer::read_config(&dir).unwrap().with_num_channels(4);
+    // A 5×5 patch embedding cannot take the 7×7 one (another band count is adapted instead,
+    // see tests/input_adapt.rs).
+    let mut config = segformer::read_config(&dir).unwrap();
+    config.patch_sizes[0] = 5;
     let err = segformer::load_pretrained::<Flex>(&dir, &config, &device).unwrap_err();
     match &err {
         WeightsError::ShapeMismatch {
@@ -121,13 +123,13 @@ fn misshaped_encoder_tensor_is_an_error_with_both_shapes() {
         } => {
             assert_eq!(key, "segformer.stages.0.patch_embeddings.proj.weight");
             assert_eq!(checkpoint, &[8, 3, 7, 7]);
-            assert_eq!(model, &[8, 4, 7, 7]);
+            assert_eq!(model, &[8, 3, 5, 5]);
         }
         other => panic!("wrong error: {other}"),
     }
     let msg = err.to_string();
     assert!(
-        msg.contains("[8, 3, 7, 7]") && msg.contains("[8, 4, 7, 7]"),
+        msg.contains("[8, 3, 7, 7]") && msg.contains("[8, 3, 5, 5]"),
         "{msg}"
     );
 

@@ -42,6 +42,12 @@ pub struct TrainerState {
     pub skipped_steps: u64,
     /// The f16 loss scaler.
     pub scaler: GradScaler,
+    /// Where `train.early_stopping` stands.
+    #[serde(default)]
+    pub early_stopping: crate::early_stop::EarlyStopState,
+    /// Why the run stopped before its epochs or steps were spent (early stopping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// Paths of a run directory.

@@ -6,7 +6,9 @@ use augment::PipelineConfig;
 use serde::{Deserialize, Serialize};
 use tiles::LabelMap;
 
+use crate::early_stop::EarlyStopping;
 use crate::error::TrainError;
+use crate::loss::LossConfig;
 use crate::optim::AdamWConfig;
 use crate::schedule::ScheduleConfig;
 
@@ -33,6 +35,9 @@ pub struct TrainConfig {
     /// Memory budget for the planner.
     #[serde(default)]
     pub memory: MemoryConfig,
+    /// The training loss (`[loss]`; default HF's cross-entropy).
+    #[serde(default)]
+    pub loss: LossConfig,
 }
 
 /// The model: a preset architecture, optionally initialised from an HF checkpoint directory.
@@ -53,6 +58,15 @@ pub struct ModelConfig {
     /// Decode-head dropout override.
     #[serde(default)]
     pub classifier_dropout_prob: Option<f64>,
+    /// How a `pretrained` first kernel meets a dataset whose band count differs from the
+    /// checkpoint's: `repeat` (timm: the RGB kernels cycled over the bands, scaled by 3/C),
+    /// `mean` (the mean RGB kernel, scaled by 3/C) or `random` (that one tensor initialised).
+    #[serde(default = "default_input_adapt")]
+    pub input_adapt: String,
+}
+
+fn default_input_adapt() -> String {
+    "repeat".into()
 }
 
 fn default_preset() -> String {
@@ -81,6 +95,11 @@ pub struct DataConfig {
     /// for 16-bit and multispectral imagery).
     #[serde(default = "default_normalize")]
     pub normalize: String,
+    /// The stored images' bands the model sees, in this order (0-based), e.g. `[3, 2, 1, 7]`;
+    /// all bands in stored order when absent. With a pretrained RGB encoder the first three
+    /// selected bands get its R, G and B kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bands: Option<Vec<usize>>,
 }
 
 fn default_train_split() -> String {
@@ -145,6 +164,9 @@ pub struct LoopConfig {
     pub overlay_samples: usize,
     /// Show a progress bar.
     pub progress: bool,
+    /// Stop after `patience` evaluations without improvement of `metric` by `min_delta`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_stopping: Option<EarlyStopping>,
 }
 
 impl Default for LoopConfig {
@@ -166,6 +188,7 @@ impl Default for LoopConfig {
             max_bad_steps: 5,
             overlay_samples: 4,
             progress: true,
+            early_stopping: None,
         }
     }
 }
@@ -231,7 +254,21 @@ impl TrainConfig {
         if !(self.optimizer.lr > 0.0 && self.optimizer.lr.is_finite()) {
             return bad("optimizer.lr", "must be a positive number");
         }
-        Ok(())
+        if segformer::InputAdapt::from_name(&self.model.input_adapt).is_none() {
+            return Err(TrainError::Config(format!(
+                "`model.input_adapt` = \"{}\" is not a rule; use repeat, mean or random",
+                self.model.input_adapt
+            )));
+        }
+        if let Some(b) = &self.data.bands
+            && let Some(e) = crate::bands::check_selection(b)
+        {
+            return Err(TrainError::Config(e));
+        }
+        if let Some(es) = &t.early_stopping {
+            es.validate()?;
+        }
+        self.loss.validate()
     }
 }
 
@@ -321,6 +358,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("key=value"), "{e}");
+    }
+
+    #[test]
+    fn recipe_keys_parse_and_bad_values_name_the_key() {
+        let text = include_str!("../../../configs/sentinel2-b0.toml");
+        let c = TrainConfig::from_toml_str(text, &[]).unwrap();
+        assert_eq!(c.data.bands, Some(vec![3, 2, 1, 7]));
+        assert_eq!(c.model.input_adapt, "repeat");
+        let es = c.train.early_stopping.clone().unwrap();
+        assert_eq!(
+            (es.metric.as_str(), es.patience, es.min_delta),
+            ("miou", 5, 0.001)
+        );
+        assert_eq!(c.loss.terms.as_ref().unwrap().len(), 2);
+        let back = TrainConfig::from_toml_str(&c.to_toml_string(), &[]).unwrap();
+        assert_eq!(c, back);
+        for (o, want) in [
+            (
+                "model.input_adapt=\"copy\"",
+                "`model.input_adapt` = \"copy\"",
+            ),
+            ("data.bands=[]", "`data.bands` = []"),
+            ("data.bands=[1, 1]", "band 1 twice"),
+            (
+                "train.early_stopping.patience=0",
+                "train.early_stopping.patience",
+            ),
+        ] {
+            let e = TrainConfig::from_toml_str(text, &[o.to_string()])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{o}: {e}");
+        }
     }
 
     #[test]

@@ -16,12 +16,15 @@
 //! ```
 #![deny(missing_docs)]
 
+mod bands;
 mod checkpoint;
 mod config;
 mod data;
 mod device;
+mod early_stop;
 mod error;
 mod io;
+mod loss;
 mod model;
 mod optim;
 mod plan;
@@ -35,8 +38,10 @@ mod trainer;
 // Configuring and running: one call trains a run directory.
 pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
 pub use device::{Device, fit_memory, run};
+pub use early_stop::{EarlyStopState, EarlyStopping};
 pub use error::TrainError;
 pub use infer::EvalResult;
+pub use loss::{ClassWeights, LossConfig, LossTermConfig};
 pub use schedule::{ScheduleConfig, ScheduleKind};
 pub use trainer::{RunOptions, RunSummary, can_resume, train};
 
@@ -54,5 +59,5 @@ pub use scaler::GradScaler;
 pub use device::cuda_memory;
 pub use plan::{
     FitChoice, KernelPath, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory,
-    fit_budget, parse_bytes,
+    fit_budget, loss_terms_bytes, parse_bytes,
 };

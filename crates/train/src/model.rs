@@ -33,7 +33,8 @@ pub fn preset(name: &str) -> Result<SegformerConfig, TrainError> {
 }
 
 /// The model for `cfg` with `class_names` outputs and `bands` input channels, and the load
-/// report when weights came from a pretrained directory.
+/// report when weights came from a pretrained directory (whose first kernel is adapted by
+/// `cfg.input_adapt` when its band count differs).
 pub fn build_model<B: Backend>(
     cfg: &ModelConfig,
     class_names: &[String],
@@ -43,7 +44,14 @@ pub fn build_model<B: Backend>(
     let config = model_config(cfg, class_names, bands)?;
     match &cfg.pretrained {
         Some(dir) => {
-            let (model, report) = segformer::load_pretrained::<B>(dir, &config, device)?;
+            let adapt = segformer::InputAdapt::from_name(&cfg.input_adapt).ok_or_else(|| {
+                TrainError::Config(format!(
+                    "`model.input_adapt` = \"{}\" is not a rule; use repeat, mean or random",
+                    cfg.input_adapt
+                ))
+            })?;
+            let (model, report) =
+                segformer::load_pretrained_adapted::<B>(dir, &config, adapt, device)?;
             Ok((model, Some(report)))
         }
         None => Ok((config.init::<B>(device)?, None)),
@@ -68,18 +76,8 @@ pub fn model_config(
     if let Some(p) = cfg.classifier_dropout_prob {
         config.classifier_dropout_prob = p;
     }
-    match &cfg.pretrained {
-        None => config = config.with_num_channels(bands),
-        Some(dir) if config.num_channels != bands => {
-            return Err(TrainError::Config(format!(
-                "the pretrained model in {} takes {} input bands but the dataset images have {bands}; \
-                 use a dataset with {} bands or train from a preset (drop `model.pretrained`)",
-                dir.display(),
-                config.num_channels,
-                config.num_channels
-            )));
-        }
-        Some(_) => {}
-    }
+    // A pretrained checkpoint with another band count gets its first kernel adapted
+    // (`model.input_adapt`) when loaded.
+    config = config.with_num_channels(bands);
     Ok(config)
 }

@@ -570,3 +570,34 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     }
     Ok(bytes.round() as u64)
 }
+
+/// Bytes that the `[loss]` terms beyond the fused cross-entropy keep alive for the backward
+/// pass of one micro-batch, to add to [`MemoryEstimate::logits`] (0 for HF's plain
+/// cross-entropy, which the estimate already counts).
+///
+/// Those terms run burn's composition on one shared copy of the full-resolution logits
+/// (`B·labels·H·W` f32, kept by the upsampling's backward), and each keeps about as many
+/// full-resolution tensors again for its own backward: a class-weighted cross-entropy 2 (log-
+/// softmax, weights), focal 3 (log-softmax, `p`, the focusing factor), Dice 4 (softmax, one-hot,
+/// masked probabilities, their product), Lovász 5 (softmax, one-hot, difference, errors, the
+/// Lovász weights). NOTE: counted from the ops, not calibrated like the rest of the estimate.
+pub fn loss_terms_bytes(input: &PlanInput<'_>, loss: &segformer::SegLoss) -> u64 {
+    use segformer::LossKind;
+    if !loss.keeps_full_logits() {
+        return 0;
+    }
+    let full =
+        (input.batch.max(1) * input.config.num_labels() * input.height * input.width) as u64 * 4;
+    let per_term: u64 = loss
+        .terms
+        .iter()
+        .map(|t| match t.kind {
+            LossKind::CrossEntropy if loss.ce_is_fused() => 0,
+            LossKind::CrossEntropy => 2,
+            LossKind::Focal { .. } => 3,
+            LossKind::Dice { .. } => 4,
+            LossKind::Lovasz => 5,
+        })
+        .sum();
+    full * (1 + per_term)
+}

@@ -33,7 +33,8 @@ pub struct RunPreprocessing {
     /// The training images' sample type: what a `processor.rescale_factor` of `None` divides
     /// by (255 for u8, 65535 for u16, 1 for f32).
     pub sample_kind: SampleKind,
-    /// The training images' band count.
+    /// The bands the model sees: the training images' band count, or the length of
+    /// `processor.band_indices` (`data.bands`).
     pub bands: usize,
     /// The processor every training and validation sample went through (after augmentation):
     /// `image_mean`/`image_std` are in rescaled units.
@@ -113,14 +114,20 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
     }
     let class_names = train.labels().class_names();
     let first = train.get(0)?;
-    let bands = first.image.bands;
+    let stored = first.image.bands;
+    if let Some(b) = &cfg.data.bands {
+        crate::bands::check_against(b, stored).map_err(TrainError::Config)?;
+    }
     let [h, w] = cfg.data.size;
     let mut processor = SegformerProcessor {
         size: Some((h, w)),
+        band_indices: cfg.data.bands.clone(),
         ..Default::default()
     };
+    // The bands the model sees (`data.bands` picks and orders them in the processor).
+    let bands = processor.output_bands(stored);
     if cfg.data.normalize == "dataset" {
-        let meta = train.meta().filter(|m| m.band_stats.len() == bands).ok_or_else(|| {
+        let meta = train.meta().filter(|m| m.band_stats.len() == stored).ok_or_else(|| {
             TrainError::Config(format!(
                 "`data.normalize = \"dataset\"` needs per-band statistics in {}/dataset.json; re-run `segfit prepare`",
                 cfg.data.root.display()
@@ -162,16 +169,16 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
 }
 
 /// Sets the processor's mean/std to the dataset's per-band statistics, in rescaled units (the
-/// processor divides by the sample type's maximum first).
+/// processor divides by the sample type's maximum first), for the bands of
+/// `processor.band_indices` in that order (all when `None`).
 pub fn normalize_with_dataset_stats(processor: &mut SegformerProcessor, meta: &tiles::DatasetMeta) {
     let max = meta.sample_kind.max_value() as f64;
-    processor.image_mean = meta
-        .band_stats
-        .iter()
-        .map(|s| (s.mean / max) as f32)
-        .collect();
-    processor.image_std = meta
-        .band_stats
+    let stats: Vec<&tiles::BandStats> = match &processor.band_indices {
+        Some(b) => b.iter().filter_map(|&i| meta.band_stats.get(i)).collect(),
+        None => meta.band_stats.iter().collect(),
+    };
+    processor.image_mean = stats.iter().map(|s| (s.mean / max) as f32).collect();
+    processor.image_std = stats
         .iter()
         .map(|s| (s.std.max(1e-6) / max) as f32)
         .collect();
@@ -180,6 +187,63 @@ pub fn normalize_with_dataset_stats(processor: &mut SegformerProcessor, meta: &t
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn selected_bands_reach_the_model_input_in_the_chosen_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        let opts = tiles::SyntheticOptions {
+            count: 4,
+            size: 16,
+            seed: 1,
+            out: root.clone(),
+            multispectral: true,
+            ..Default::default()
+        };
+        tiles::prepare_synthetic(&opts).unwrap();
+        let text = format!(
+            "[model]\npreset = \"mit-tiny\"\n[data]\nroot = {:?}\nsize = [16, 16]\nnormalize = \"dataset\"\nbands = [3, 0]\n",
+            root.to_str().unwrap()
+        );
+        let cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
+        let data = resolve_data(&cfg).unwrap();
+        assert_eq!(data.bands, 2);
+        assert_eq!(data.preprocessing.processor.band_indices, Some(vec![3, 0]));
+        // The model built for the run takes the two selected bands.
+        let model = crate::model::model_config(&cfg.model, &data.class_names, data.bands).unwrap();
+        assert_eq!(model.num_channels, 2);
+
+        // Pixel values: channel 0 is stored band 3 (NIR), channel 1 band 0 (red), each
+        // normalised with its own band's statistics from dataset.json.
+        let raw = data.train.dataset.get(0).unwrap().image;
+        let meta = data.train.dataset.meta().unwrap().clone();
+        let processed = data.train.load(0, 0).unwrap();
+        let hw = raw.width * raw.height;
+        let max = meta.sample_kind.max_value() as f64;
+        for (channel, band) in [(0usize, 3usize), (1, 0)] {
+            let (mean, std) = (
+                meta.band_stats[band].mean,
+                meta.band_stats[band].std.max(1e-6),
+            );
+            for p in [0, 5, hw - 1] {
+                let x = raw.get_f32(p / raw.width, p % raw.width, band) as f64;
+                let want = ((x / max) - mean / max) / (std / max);
+                let got = processed.pixel_values[channel * hw + p] as f64;
+                assert!(
+                    (got - want).abs() < 1e-4,
+                    "channel {channel} pixel {p}: {got} vs {want}"
+                );
+            }
+        }
+
+        // A band the images do not have is named with the fix.
+        let bad = TrainConfig::from_toml_str(&text, &["data.bands=[4, 0]".into()]).unwrap();
+        let e = resolve_data(&bad).err().unwrap().to_string();
+        assert!(
+            e.contains("data.bands") && e.contains("band 4") && e.contains("4 bands"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn preprocessing_json_round_trips_and_bad_files_name_themselves() {

@@ -55,6 +55,8 @@ pub struct RunSummary {
     pub last_eval: Option<EvalResult>,
     /// Best value of the selection metric.
     pub best: Option<f64>,
+    /// Why the run stopped early (`train.early_stopping`), when it did.
+    pub stopped: Option<String>,
 }
 
 /// Trains the model `cfg` describes on backend `B`, writing everything under `opts.run_dir`.
@@ -64,7 +66,10 @@ pub fn train<B: AutodiffBackend>(
     device: &B::Device,
 ) -> Result<RunSummary, TrainError> {
     let mut trainer = Trainer::<B>::new(cfg, opts, device)?;
-    while trainer.state.epoch < cfg.train.epochs && !trainer.out_of_steps() {
+    while trainer.state.epoch < cfg.train.epochs
+        && !trainer.out_of_steps()
+        && trainer.state.stopped.is_none()
+    {
         trainer.run_epoch()?;
     }
     Ok(trainer.finish())
@@ -144,6 +149,8 @@ pub(crate) struct Trainer<'a, B: AutodiffBackend> {
     group: Group<B>,
     tally: EpochTally,
     last_eval: Option<EvalResult>,
+    /// The training loss (`[loss]`).
+    loss: segformer::SegLoss,
 }
 
 impl<'a, B: AutodiffBackend> Trainer<'a, B> {
@@ -176,6 +183,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             bad_steps: 0,
             skipped_steps: 0,
             scaler: GradScaler::default(),
+            early_stopping: Default::default(),
+            stopped: None,
         };
         if opts.resume {
             let last = run.last();
@@ -201,8 +210,31 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if let Some(a) = &data.audit {
             reporter.note(&a.to_string());
         }
+        if let Some(b) = &cfg.data.bands {
+            reporter.note(&format!(
+                "data.bands: the model sees stored bands {b:?}, in that order (the band statistics above are per stored band)"
+            ));
+        }
         if let Some(r) = &report {
             reporter.note(&format!("loaded {r}"));
+        }
+        let loss = crate::loss::resolve_for_run(cfg, &data)?;
+        if loss != segformer::SegLoss::default() {
+            let input = crate::plan::PlanInput {
+                config: model.config(),
+                height: cfg.data.size[0],
+                width: cfg.data.size[1],
+                batch: t.batch_size,
+                precision: t.precision,
+                checkpointing: t.checkpointing,
+                kernels: model.kernel_path(device),
+            };
+            let extra = crate::plan::loss_terms_bytes(&input, &loss);
+            reporter.note(&format!(
+                "{}; these terms keep about {} more than plain cross-entropy per micro-batch",
+                crate::loss::describe(&loss, &data.class_names),
+                crate::plan::human(extra)
+            ));
         }
         let batches_per_epoch = data.train.dataset.len().div_ceil(t.batch_size);
         let steps_per_epoch = batches_per_epoch.div_ceil(t.accumulation_steps);
@@ -225,6 +257,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             group: Group::new(),
             tally: EpochTally::new(),
             last_eval: None,
+            loss,
         })
     }
 
@@ -294,7 +327,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .model
             .as_ref()
             .expect("the model is back after every step");
-        let loss = model.loss(model.forward(x), y);
+        let loss = model.loss_with(model.forward(x), y, &self.loss);
         let value = loss.clone().into_scalar().to_f64();
         if !value.is_finite() {
             self.group.finite = false;
@@ -428,6 +461,17 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if improved {
             self.state.best = Some(value);
         }
+        if let Some(es) = &t.early_stopping {
+            let v = selection_value(&es.metric, &eval);
+            if let Some(why) = es.observe(&mut self.state.early_stopping, v) {
+                let why = format!(
+                    "{why}; stopped after epoch {epoch}, step {}",
+                    self.state.step
+                );
+                self.reporter.note(&why);
+                self.state.stopped = Some(why);
+            }
+        }
         self.reporter.epoch(&EpochRecord {
             epoch,
             step: self.state.step,
@@ -460,6 +504,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             skipped_steps: self.state.skipped_steps,
             last_eval: self.last_eval,
             best: self.state.best,
+            stopped: self.state.stopped.clone(),
         }
     }
 }

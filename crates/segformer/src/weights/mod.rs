@@ -4,6 +4,7 @@
 //! the one transformers ≥ 5 writes); we save the original names, which transformers 4 and 5
 //! both read.
 
+mod adapt;
 mod files;
 mod names;
 mod torch_pickle;
@@ -19,6 +20,8 @@ use burn::tensor::{Tensor, TensorData};
 use crate::config::{ConfigError, SegformerConfig};
 use crate::model::Segformer;
 use names::{TensorVisitor, walk};
+
+pub use adapt::{Adapted, InputAdapt};
 
 /// Why a model directory could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +99,9 @@ pub struct LoadReport {
     /// Decode-head keys whose checkpoint shape differs: `(key, checkpoint, model)`;
     /// these are freshly initialised, like HF's `ignore_mismatched_sizes`.
     pub mismatched: Vec<(String, Vec<usize>, Vec<usize>)>,
+    /// Encoder tensors adapted to the model's band count (the first patch-embedding kernel,
+    /// see [`InputAdapt`]); also listed in `loaded` unless the rule is `random`.
+    pub adapted: Vec<Adapted>,
 }
 
 impl LoadReport {
@@ -132,6 +138,9 @@ impl fmt::Display for LoadReport {
                 writeln!(f, "  {key}: checkpoint {checkpoint:?}, model {model:?}")?;
             }
         }
+        for a in &self.adapted {
+            writeln!(f, "adapted to the dataset's bands: {a}")?;
+        }
         if !self.unused.is_empty() {
             writeln!(f, "unused checkpoint tensors: {}", self.unused.len())?;
             for key in &self.unused {
@@ -154,12 +163,14 @@ struct Loader<'a, B: Backend> {
     device: B::Device,
     report: LoadReport,
     error: Option<WeightsError>,
+    /// A key to leave freshly initialised (`InputAdapt::Random`).
+    keep_fresh: Option<&'static str>,
 }
 
 impl<B: Backend> Loader<'_, B> {
     /// The checkpoint tensor for `key` if it fits `model_shape` (PyTorch layout).
     fn take(&mut self, key: &str, model_shape: Vec<usize>) -> Option<TensorData> {
-        if self.error.is_some() {
+        if self.error.is_some() || self.keep_fresh == Some(key) {
             return None;
         }
         let Some(data) = self.source.remove(key) else {
@@ -359,10 +370,24 @@ pub fn load_hf_dir<B: Backend>(
 /// Loads the weights of `dir` into a model built from `config` — e.g. the ImageNet encoder
 /// `nvidia/mit-b0` into a 2-class segmentation model. The encoder comes from the
 /// checkpoint; the decode head is kept where it fits and freshly initialised where it is
-/// absent or its shape differs (another `num_labels`), as the report lists.
+/// absent or its shape differs (another `num_labels`), as the report lists. A model with
+/// another band count than the checkpoint gets its first kernel adapted by
+/// [`InputAdapt::Repeat`] (see [`load_pretrained_adapted`]).
 pub fn load_pretrained<B: Backend>(
     dir: &Path,
     config: &SegformerConfig,
+    device: &B::Device,
+) -> Result<(Segformer<B>, LoadReport), WeightsError> {
+    load_pretrained_adapted(dir, config, InputAdapt::default(), device)
+}
+
+/// [`load_pretrained`] with the rule that adapts the first patch-embedding kernel when
+/// `config.num_channels` differs from the checkpoint's bands (e.g. an RGB `nvidia/mit-b0`
+/// for 4-band Sentinel-2 tiles); the report lists the adapted tensor and the rule.
+pub fn load_pretrained_adapted<B: Backend>(
+    dir: &Path,
+    config: &SegformerConfig,
+    adapt: InputAdapt,
     device: &B::Device,
 ) -> Result<(Segformer<B>, LoadReport), WeightsError> {
     let mut model = config
@@ -371,19 +396,27 @@ pub fn load_pretrained<B: Backend>(
             path: dir.join("config.json"),
             source,
         })?;
-    let (path, source) = read_checkpoint(dir)?;
+    let (path, mut source) = read_checkpoint(dir)?;
+    let adapted = adapt_input_kernel(&mut source, config.num_channels, adapt);
     let mut loader = Loader::<B> {
         source,
         path: &path,
         device: device.clone(),
         report: LoadReport::default(),
         error: None,
+        keep_fresh: None,
     };
+    if let Some(a) = &adapted
+        && a.rule == InputAdapt::Random
+    {
+        loader.keep_fresh = Some(adapt::INPUT_KERNEL);
+    }
     walk(&mut model, &mut loader);
     if let Some(error) = loader.error {
         return Err(error);
     }
     let mut report = loader.report;
+    report.adapted.extend(adapted);
     // PyTorch's BatchNorm step counter does not affect momentum-0.1 BatchNorm.
     loader
         .source
@@ -391,6 +424,34 @@ pub fn load_pretrained<B: Backend>(
     report.unused = loader.source.into_keys().collect();
     report.unused.sort();
     Ok((model, report))
+}
+
+/// Replaces the checkpoint's first kernel by its adaptation to `bands` (removes it for
+/// `Random`) when its band count differs; says what was done.
+fn adapt_input_kernel(
+    source: &mut HashMap<String, TensorData>,
+    bands: usize,
+    rule: InputAdapt,
+) -> Option<Adapted> {
+    let kernel = source.get(adapt::INPUT_KERNEL)?;
+    let from_bands = *kernel.shape.get(1)?;
+    if kernel.shape.len() != 4 || from_bands == bands {
+        return None;
+    }
+    match rule.apply(kernel, bands) {
+        Some(new) => {
+            source.insert(adapt::INPUT_KERNEL.to_string(), new);
+        }
+        None => {
+            source.remove(adapt::INPUT_KERNEL);
+        }
+    }
+    Some(Adapted {
+        key: adapt::INPUT_KERNEL.to_string(),
+        rule,
+        from_bands,
+        to_bands: bands,
+    })
 }
 
 /// Writes `dir/config.json` and `dir/model.safetensors` (original key names, f32),
