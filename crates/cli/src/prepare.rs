@@ -86,6 +86,11 @@ pub struct PrepareArgs {
     /// Print the audit (pairs, sizes, bands, class pixels) and exit without writing.
     #[arg(long)]
     pub audit_only: bool,
+    /// The bands a model will see (0-based, in model input order, as `data.bands` in the
+    /// training config): the audit checks the images have them and prints their statistics in
+    /// that order. The dataset keeps every band; training picks them.
+    #[arg(long, value_name = "B,B,…", value_delimiter = ',', requires = "images")]
+    pub bands: Vec<usize>,
 }
 
 /// Runs `segfit prepare`.
@@ -152,15 +157,33 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
         opts.hard_link = !args.copy;
         opts.nodata = args.nodata;
         if args.audit_only {
-            return crate::write_stdout(format_args!("{}", tiles::audit(&opts)?));
+            let audit = select_bands(tiles::audit(&opts)?, &args.bands)?;
+            return crate::write_stdout(format_args!("{audit}"));
         }
-        tiles::prepare_folder(&opts)?
+        let mut report = tiles::prepare_folder(&opts)?;
+        if let Some(audit) = report.audit.take() {
+            // The dataset keeps every band whatever the selection: a bad one is reported, and
+            // the written dataset stays valid.
+            report.audit =
+                Some(select_bands(audit, &args.bands).with_context(|| {
+                    format!("{} was written with every band", args.out.display())
+                })?);
+        }
+        report
     } else {
         bail!(
             "nothing to prepare: give --images DIR --masks DIR, --scenes FILE… --masks FILE…, or --synthetic"
         );
     };
     outln!("{report}")
+}
+
+/// The audit of the `--bands` selection (unchanged without one).
+fn select_bands(audit: tiles::AuditReport, bands: &[usize]) -> Result<tiles::AuditReport> {
+    if bands.is_empty() {
+        return Ok(audit);
+    }
+    Ok(audit.select_bands(bands)?)
 }
 
 /// The label map of `--class`/`--ignore`/`--reduce-labels`.

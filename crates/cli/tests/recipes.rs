@@ -95,3 +95,62 @@ fn selected_bands_follow_the_run_into_predict_eval_and_export() {
         s(&t.join("pred2")),
     ]);
 }
+
+/// `prepare --bands`: the audit checks the selection against the images and prints the
+/// selected bands' statistics in model input order, the same figures as without it.
+#[test]
+fn prepare_audits_the_selected_bands_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    ok(&[
+        "prepare",
+        "--synthetic",
+        "--multispectral",
+        "--count",
+        "6",
+        "--size",
+        "32",
+        "--out",
+        s(&data),
+    ]);
+    let (images, masks) = (data.join("images"), data.join("masks"));
+    let unused = tmp.path().join("unused");
+    let audit = |bands: &[&str]| {
+        let base = [
+            "prepare",
+            "--images",
+            s(&images),
+            "--masks",
+            s(&masks),
+            "--class",
+            "outer=0",
+            "--class",
+            "rice_paddy=1",
+            "--out",
+            s(&unused),
+            "--audit-only",
+        ];
+        segfit(&[&base[..], bands].concat())
+    };
+    let text = |o: std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let all = text(audit(&[]));
+    let band_line = |out: &str, b: usize| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("band {b}:")))
+            .unwrap_or_else(|| panic!("no band {b} line in\n{out}"))
+            .to_string()
+    };
+    let picked = text(audit(&["--bands", "3,0"]));
+    let lines: Vec<&str> = picked.lines().filter(|l| l.starts_with("band ")).collect();
+    assert_eq!(lines, [band_line(&all, 3), band_line(&all, 0)], "{picked}");
+    assert!(
+        picked.contains("selected bands (model input order): 3, 0"),
+        "{picked}"
+    );
+
+    let bad = audit(&["--bands", "1,7"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{err}");
+    assert!(err.contains("--bands") && err.contains("4 bands"), "{err}");
+    assert!(!unused.exists(), "--audit-only writes nothing");
+}

@@ -55,6 +55,41 @@ pub struct AuditReport {
     pub raw_values: BTreeMap<u8, u64>,
     /// Per-band statistics over the training split.
     pub band_stats: Vec<BandStats>,
+    /// The stored band each entry of `band_stats` describes (`0..bands` until
+    /// [`AuditReport::select_bands`] picks some).
+    pub band_numbers: Vec<usize>,
+}
+
+impl AuditReport {
+    /// Keeps the statistics of the stored bands `bands` (0-based), in that order: the bands a
+    /// model with `data.bands = [...]` sees. A band the images lack, or one listed twice, is an
+    /// error naming it.
+    pub fn select_bands(mut self, bands: &[usize]) -> Result<Self, TilesError> {
+        let invalid = |reason: String| TilesError::InvalidOption {
+            key: "--bands".into(),
+            value: format!("{bands:?}"),
+            reason,
+        };
+        if bands.is_empty() {
+            return Err(invalid("selects no band; list 0-based band indices".into()));
+        }
+        for (i, &b) in bands.iter().enumerate() {
+            if b >= self.bands {
+                return Err(invalid(format!(
+                    "the images have {} bands, so indices go 0..{}",
+                    self.bands, self.bands
+                )));
+            }
+            if bands[..i].contains(&b) {
+                return Err(invalid(format!("band {b} is listed twice; list each once")));
+            }
+        }
+        if !self.band_stats.is_empty() {
+            self.band_stats = bands.iter().map(|&b| self.band_stats[b].clone()).collect();
+        }
+        self.band_numbers = bands.to_vec();
+        Ok(self)
+    }
 }
 
 impl fmt::Display for AuditReport {
@@ -96,7 +131,15 @@ impl fmt::Display for AuditReport {
                 )?;
             }
         }
-        for (b, st) in self.band_stats.iter().enumerate() {
+        if self.band_numbers.len() != self.bands {
+            let picked: Vec<String> = self.band_numbers.iter().map(|b| b.to_string()).collect();
+            writeln!(
+                f,
+                "selected bands (model input order): {}",
+                picked.join(", ")
+            )?;
+        }
+        for (&b, st) in self.band_numbers.iter().zip(&self.band_stats) {
             write!(
                 f,
                 "band {b}: mean {:.2} std {:.2} min {} max {}",
@@ -210,6 +253,7 @@ pub(crate) fn audit_pairs(
             .map(|v| (v as u8, values.raw[v]))
             .collect(),
         band_stats: stats.map(|s| s.finish()).unwrap_or_default(),
+        band_numbers: (0..bands).collect(),
     };
     Ok((report, with_nodata))
 }
