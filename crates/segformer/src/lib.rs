@@ -34,6 +34,8 @@ mod recompute;
 #[cfg(test)]
 mod test_support;
 mod weights;
+#[cfg(feature = "wgpu")]
+mod wgpu_device;
 
 pub use bilinear::resize_bilinear;
 pub use compute::{BackendKind, KernelPath, Kernels};
@@ -44,3 +46,5 @@ pub use weights::{
     LoadReport, WeightsError, hf_gradients, hf_state_dict, hf_state_dict_original, load_hf_dir,
     load_pretrained, read_config, save_hf_dir,
 };
+#[cfg(feature = "wgpu")]
+pub use wgpu_device::{WgpuAdapter, WgpuError, wgpu_adapter};
