@@ -125,6 +125,7 @@ pub fn predicted_for(
         batch,
         precision,
         checkpointing,
+        allocator: train::Allocator::Heap,
     })
     .peak_bytes()
 }
