@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use train::{
-    KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes,
+    Allocator, KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
+    parse_bytes,
 };
 
 use crate::device::KernelsArg;
@@ -35,9 +36,9 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 3)]
     bands: usize,
     /// Device the plan is for: with `--kernels auto`, `cpu` runs segformer's fused kernels,
-    /// `cuda` burn's ops with segformer's recomputing attention and loss. NOTE: all paths are
-    /// calibrated on the CPU backend; CUDA figures are predictions that have not been measured
-    /// on a GPU yet.
+    /// `cuda` and `wgpu` burn's ops with segformer's recomputing attention and loss, in CubeCL's
+    /// memory pool. NOTE: the live bytes are calibrated on the CPU backend and the pool's
+    /// reserve on burn-wgpu over lavapipe (software Vulkan); no real GPU has measured them yet.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// The model's kernels: auto, recompute (no fused CPU kernels) or composed (burn's plain
@@ -102,8 +103,10 @@ pub fn run(a: &PlanArgs) -> Result<()> {
             height,
             width,
             precision,
+            reduced: device.reduced_precision(),
             checkpointing: a.checkpointing,
             kernels,
+            allocator: device.allocator(),
         };
         let choice = fit_budget(bytes, a.effective_batch.unwrap_or(a.batch), &template)
             .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
@@ -122,21 +125,31 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         precision,
         checkpointing: a.checkpointing,
         kernels,
+        allocator: device.allocator(),
     });
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&estimate)?)?;
     } else {
         outln!("{estimate}")?;
-        match kernels {
-            KernelPath::Fused => {}
-            KernelPath::Recompute => outln!(
-                "(burn's ops with segformer's recomputing attention and loss, as on CUDA: \
-                 calibrated on the CPU backend with --kernels recompute; not yet measured on a GPU)"
-            )?,
-            KernelPath::Composed => outln!(
-                "(burn's plain composition: calibrated on the CPU backend with --kernels \
-                 composed; not yet measured on a GPU)"
-            )?,
+        let what = match kernels {
+            KernelPath::Fused => None,
+            KernelPath::Recompute => Some(
+                "burn's ops with segformer's recomputing attention and loss, as on CUDA and \
+                 wgpu: live bytes calibrated on the CPU backend with --kernels recompute",
+            ),
+            KernelPath::Composed => Some(
+                "burn's plain composition: live bytes calibrated on the CPU backend with \
+                 --kernels composed",
+            ),
+        };
+        let pool = match device.allocator() {
+            Allocator::Heap => "",
+            Allocator::CubeclPool => {
+                "; CubeCL pool reserve fitted on burn-wgpu over lavapipe (software Vulkan)"
+            }
+        };
+        if let Some(what) = what {
+            outln!("({what}{pool}; not yet measured on a real GPU)")?;
         }
     }
     Ok(())

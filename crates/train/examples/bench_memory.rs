@@ -177,9 +177,6 @@ impl Case {
             checkpointing: self.ckpt,
         })
     }
-    fn predicted(&self) -> u64 {
-        self.estimate().peak_bytes()
-    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -298,6 +295,7 @@ fn measure_cuda(_: &Case) -> Measured {
 #[cfg(feature = "wgpu")]
 fn measure_wgpu(case: &Case) -> Measured {
     use burn::backend::Wgpu;
+    use cubecl::Runtime;
     let adapter = segformer::wgpu_adapter(0).unwrap_or_else(|e| {
         eprintln!("--wgpu: {e}");
         std::process::exit(2)
@@ -308,6 +306,16 @@ fn measure_wgpu(case: &Case) -> Measured {
         std::process::exit(3)
     }
     let device = adapter.device;
+    // The pool's page sizes follow the largest buffer the adapter binds (CubeCL's SubSlices).
+    let props = burn::backend::wgpu::WgpuRuntime::client(&device)
+        .properties()
+        .memory
+        .clone();
+    eprintln!(
+        "largest page {} MiB, alignment {} B",
+        props.max_page_size >> 20,
+        props.alignment
+    );
     let pool = || train::wgpu_memory(&device);
     if case.ckpt {
         measure::<Autodiff<Wgpu, BalancedCheckpointing>>(case, &device, &pool)
