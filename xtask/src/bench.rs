@@ -24,17 +24,18 @@ pub fn run(args: &[String]) -> Result<()> {
              or `predict`"
         ),
     };
+    // `bench memory --cuda` / `--wgpu` measure on a GPU backend: build it in.
+    let features: Vec<&str> = [("--cuda", "cuda"), ("--wgpu", "wgpu")]
+        .into_iter()
+        .filter(|(flag, _)| rest.iter().any(|a| a == flag))
+        .map(|(_, feature)| feature)
+        .collect();
+    let features = (!features.is_empty()).then(|| format!("--features={}", features.join(",")));
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(project_root())
-        .args([
-            "run",
-            "--release",
-            "-p",
-            package,
-            "--example",
-            example,
-            "--",
-        ])
+        .args(["run", "--release", "-p", package])
+        .args(features)
+        .args(["--example", example, "--"])
         .args(rest)
         .status()
         .with_context(|| format!("running cargo for the {example} benchmark"))?;

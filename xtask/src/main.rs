@@ -39,7 +39,7 @@ usage: cargo xtask <command> [flags]
 commands:
   prepare [FLAGS…]   write the synthetic dataset to data/synthetic (flags: those of
                      `segfit prepare`, e.g. --count 200 --size 256 --out data/other)
-  train [--config FILE] [--set KEY=VALUE…] [--output RUN_DIR] [--device cpu|cuda[:N]]
+  train [--config FILE] [--set KEY=VALUE…] [--output RUN_DIR] [--device cpu|cuda[:N]|wgpu[:N]]
                      prepare the synthetic data if missing, then train (default config
                      configs/synthetic-quick.toml) into runs/<config name>
   bench speed [CASE…] [--steps N] [--json FILE] [--pytorch shared/bench/pytorch_ref.py]

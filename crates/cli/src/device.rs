@@ -1,4 +1,4 @@
-//! `--device cpu|cuda[:N]`: which backend runs the model; `--kernels auto|recompute|composed`:
+//! `--device cpu|cuda[:N]|wgpu[:N]`: which backend runs the model; `--kernels auto|recompute|composed`:
 //! which implementation of its layers.
 
 use std::str::FromStr;
@@ -13,6 +13,8 @@ pub enum DeviceArg {
     Cpu,
     /// CUDA GPU number `N`.
     Cuda(usize),
+    /// wgpu adapter number `N` (burn-wgpu on Vulkan, Metal or DX12).
+    Wgpu(usize),
 }
 
 impl DeviceArg {
@@ -21,6 +23,7 @@ impl DeviceArg {
         match self {
             DeviceArg::Cpu => train::Device::Cpu,
             DeviceArg::Cuda(index) => train::Device::Cuda(index),
+            DeviceArg::Wgpu(index) => train::Device::Wgpu(index),
         }
     }
 }
@@ -33,12 +36,18 @@ impl FromStr for DeviceArg {
         match lower.as_str() {
             "cpu" => Ok(DeviceArg::Cpu),
             "cuda" | "gpu" => Ok(DeviceArg::Cuda(0)),
-            other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(n)) => Ok(DeviceArg::Cuda(n)),
-                _ => Err(format!(
-                    "`{s}` is not a device; use cpu, cuda or cuda:N (e.g. cuda:1)"
-                )),
-            },
+            "wgpu" => Ok(DeviceArg::Wgpu(0)),
+            other => {
+                let index = |prefix: &str| other.strip_prefix(prefix)?.parse::<usize>().ok();
+                index("cuda:")
+                    .map(DeviceArg::Cuda)
+                    .or_else(|| index("wgpu:").map(DeviceArg::Wgpu))
+                    .ok_or_else(|| {
+                        format!(
+                            "`{s}` is not a device; use cpu, cuda, cuda:N, wgpu or wgpu:N (e.g. cuda:1)"
+                        )
+                    })
+            }
         }
     }
 }
@@ -48,6 +57,7 @@ impl std::fmt::Display for DeviceArg {
         match self {
             DeviceArg::Cpu => write!(f, "cpu"),
             DeviceArg::Cuda(n) => write!(f, "cuda:{n}"),
+            DeviceArg::Wgpu(n) => write!(f, "wgpu:{n}"),
         }
     }
 }
@@ -102,6 +112,30 @@ pub fn no_cuda(index: usize) -> Result<std::convert::Infallible> {
     )
 }
 
+/// wgpu adapter `index`, set up for burn-wgpu; its name goes to stderr, with a note when it is a
+/// software adapter (lavapipe), which is far slower than `--device cpu`.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_device(index: usize) -> Result<burn::backend::wgpu::WgpuDevice> {
+    let adapter = segformer::wgpu_adapter(index)
+        .map_err(|e| anyhow::anyhow!("--device wgpu:{index}: {e}; or use --device cpu"))?;
+    let note = if adapter.is_software() {
+        " (a software adapter: correct but slower than --device cpu)"
+    } else {
+        ""
+    };
+    eprintln!("wgpu:{index}: {adapter}{note}");
+    Ok(adapter.device)
+}
+
+/// Refuses wgpu in a build without the `wgpu` feature.
+#[cfg(not(feature = "wgpu"))]
+pub fn no_wgpu(index: usize) -> Result<std::convert::Infallible> {
+    bail!(
+        "--device wgpu:{index}: this segfit was built without wgpu support; rebuild with the \
+         default features (`cargo build --release -p segfit`) or use --device cpu"
+    )
+}
+
 /// Calls `f::<B>(args…, &device)` with the inference backend `B` that `--device` names.
 macro_rules! on_device {
     ($device:expr, $f:ident ( $($arg:expr),* )) => {
@@ -116,6 +150,17 @@ macro_rules! on_device {
                 #[cfg(not(feature = "cuda"))]
                 {
                     match $crate::device::no_cuda(index)? {}
+                }
+            }
+            $crate::device::DeviceArg::Wgpu(index) => {
+                #[cfg(feature = "wgpu")]
+                {
+                    let device = $crate::device::wgpu_device(index)?;
+                    $f::<burn::backend::Wgpu>($($arg,)* &device)
+                }
+                #[cfg(not(feature = "wgpu"))]
+                {
+                    match $crate::device::no_wgpu(index)? {}
                 }
             }
         }
@@ -134,6 +179,12 @@ mod tests {
         check("cpu", Some(DeviceArg::Cpu));
         check("CUDA", Some(DeviceArg::Cuda(0)));
         check("cuda:3", Some(DeviceArg::Cuda(3)));
+        check("wgpu", Some(DeviceArg::Wgpu(0)));
+        check("WGPU:2", Some(DeviceArg::Wgpu(2)));
+        check("wgpu:", None);
+        for d in [DeviceArg::Cpu, DeviceArg::Cuda(1), DeviceArg::Wgpu(2)] {
+            check(&d.to_string(), Some(d));
+        }
         check("cuda:x", None);
         check("tpu", None);
     }

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use train::{
-    KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes,
+    Allocator, KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
+    parse_bytes,
 };
 
 use crate::device::KernelsArg;
@@ -35,9 +36,9 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 3)]
     bands: usize,
     /// Device the plan is for: with `--kernels auto`, `cpu` runs segformer's fused kernels,
-    /// `cuda` burn's ops with segformer's recomputing attention and loss. NOTE: all paths are
-    /// calibrated on the CPU backend; CUDA figures are predictions that have not been measured
-    /// on a GPU yet.
+    /// `cuda` and `wgpu` burn's ops with segformer's recomputing attention and loss, in CubeCL's
+    /// memory pool. NOTE: the live bytes are calibrated on the CPU backend and the pool's
+    /// reserve on burn-wgpu over lavapipe (software Vulkan); no real GPU has measured them yet.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// The model's kernels: auto, recompute (no fused CPU kernels) or composed (burn's plain
@@ -51,9 +52,45 @@ pub struct PlanArgs {
     /// The effective batch size to keep with --memory-budget (default: --batch).
     #[arg(long)]
     effective_batch: Option<usize>,
+    /// The training loss, as `[loss]` terms joined by `+` (ce, dice, focal, lovasz; e.g.
+    /// `ce+dice`): terms other than plain cross-entropy keep full-resolution tensors for the
+    /// backward pass, which the plan counts.
+    #[arg(long, default_value = "ce")]
+    loss: String,
+    /// Per-class weights on the cross-entropy and focal terms (`loss.class_weights`): a
+    /// weighted cross-entropy leaves the fused loss kernel.
+    #[arg(long)]
+    class_weights: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// `--loss` and `--class-weights` as the planner's [`segformer::SegLoss`].
+fn plan_loss(a: &PlanArgs) -> Result<segformer::SegLoss> {
+    use segformer::{LossKind, LossTerm};
+    let terms = a
+        .loss
+        .split('+')
+        .map(|t| {
+            let kind = match t.trim().to_ascii_lowercase().as_str() {
+                "ce" => LossKind::CrossEntropy,
+                "dice" => LossKind::Dice { smooth: 0.0 },
+                "focal" => LossKind::Focal { gamma: 2.0 },
+                "lovasz" => LossKind::Lovasz,
+                other => bail!(
+                    "--loss `{}`: `{other}` is not a loss; use ce, dice, focal or lovasz, joined \
+                     by + (e.g. ce+dice)",
+                    a.loss
+                ),
+            };
+            Ok(LossTerm { kind, weight: 1.0 })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(segformer::SegLoss {
+        terms,
+        class_weights: a.class_weights.then(|| vec![1.0; a.num_labels]),
+    })
 }
 
 fn parse_size(s: &str) -> Result<(usize, usize)> {
@@ -96,6 +133,7 @@ pub fn run(a: &PlanArgs) -> Result<()> {
     };
     let config =
         train::model_config(&model_cfg, &names, a.bands).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let loss = plan_loss(a)?;
     if let Some(budget) = &a.memory_budget {
         let bytes = parse_bytes(budget).map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
         let template = PlanInputTemplate {
@@ -103,8 +141,11 @@ pub fn run(a: &PlanArgs) -> Result<()> {
             height,
             width,
             precision,
+            reduced: device.reduced_precision(),
             checkpointing: a.checkpointing,
             kernels,
+            allocator: device.allocator(),
+            loss: Some(&loss),
         };
         let choice = fit_budget(bytes, a.effective_batch.unwrap_or(a.batch), &template)
             .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
@@ -123,21 +164,32 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         precision,
         checkpointing: a.checkpointing,
         kernels,
+        allocator: device.allocator(),
+        loss: Some(&loss),
     });
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&estimate)?)?;
     } else {
         outln!("{estimate}")?;
-        match kernels {
-            KernelPath::Fused => {}
-            KernelPath::Recompute => outln!(
-                "(burn's ops with segformer's recomputing attention and loss, as on CUDA: \
-                 calibrated on the CPU backend with --kernels recompute; not yet measured on a GPU)"
-            )?,
-            KernelPath::Composed => outln!(
-                "(burn's plain composition: calibrated on the CPU backend with --kernels \
-                 composed; not yet measured on a GPU)"
-            )?,
+        let what = match kernels {
+            KernelPath::Fused => None,
+            KernelPath::Recompute => Some(
+                "burn's ops with segformer's recomputing attention and loss, as on CUDA and \
+                 wgpu: live bytes calibrated on the CPU backend with --kernels recompute",
+            ),
+            KernelPath::Composed => Some(
+                "burn's plain composition: live bytes calibrated on the CPU backend with \
+                 --kernels composed",
+            ),
+        };
+        let pool = match device.allocator() {
+            Allocator::Heap => "",
+            Allocator::CubeclPool => {
+                "; CubeCL pool reserve fitted on burn-wgpu over lavapipe (software Vulkan)"
+            }
+        };
+        if let Some(what) = what {
+            outln!("({what}{pool}; not yet measured on a real GPU)")?;
         }
     }
     Ok(())

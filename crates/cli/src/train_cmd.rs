@@ -25,7 +25,7 @@ pub struct TrainArgs {
     /// Continue the run in RUN_DIR from its last checkpoint.
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
-    /// Where to train: cpu, cuda or cuda:N.
+    /// Where to train: cpu, cuda, cuda:N, wgpu or wgpu:N (Vulkan, Metal or DX12).
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
@@ -47,6 +47,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     #[cfg(not(feature = "cuda"))]
     if let DeviceArg::Cuda(index) = args.device {
         match crate::device::no_cuda(index)? {}
+    }
+    #[cfg(not(feature = "wgpu"))]
+    if let DeviceArg::Wgpu(index) = args.device {
+        match crate::device::no_wgpu(index)? {}
     }
     let (config_path, run_dir, resume) = match (&args.resume, &args.config) {
         (Some(dir), config) => {
@@ -139,6 +143,10 @@ fn train_on(cfg: &TrainConfig, opts: &RunOptions, device: DeviceArg) -> Result<R
     #[cfg(feature = "cuda")]
     if let DeviceArg::Cuda(index) = device {
         crate::device::cuda_device(index)?;
+    }
+    #[cfg(feature = "wgpu")]
+    if let DeviceArg::Wgpu(index) = device {
+        crate::device::wgpu_device(index)?;
     }
     Ok(train::run(cfg, opts, device.train_device())?)
 }

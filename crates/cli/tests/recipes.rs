@@ -154,3 +154,32 @@ fn prepare_audits_the_selected_bands_in_order() {
     assert!(err.contains("--bands") && err.contains("4 bands"), "{err}");
     assert!(!unused.exists(), "--audit-only writes nothing");
 }
+
+/// `plan --loss`: terms beyond plain cross-entropy add one shared full-resolution copy of the
+/// logits plus their own tensors (Dice: 4 more), counted here from the sizes.
+#[test]
+fn plan_counts_the_loss_terms() {
+    let plan = |extra: &[&str]| -> serde_json::Value {
+        let base = [
+            "plan",
+            "--size",
+            "256",
+            "--batch",
+            "2",
+            "--num-labels",
+            "5",
+            "--json",
+        ];
+        serde_json::from_str(&ok(&[&base[..], extra].concat())).unwrap()
+    };
+    let full = 2 * 5 * 256 * 256 * 4u64;
+    assert_eq!(plan(&[])["loss_terms"], 0);
+    let dice = plan(&["--loss", "ce+dice"]);
+    assert_eq!(dice["loss_terms"].as_u64().unwrap(), full * (1 + 4));
+    // A weighted cross-entropy leaves the fused kernel: 1 shared copy + 2 of its own.
+    let weighted = plan(&["--class-weights"]);
+    assert_eq!(weighted["loss_terms"].as_u64().unwrap(), full * (1 + 2));
+    let bad = segfit(&["plan", "--loss", "ce+tversky"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("tversky"));
+}

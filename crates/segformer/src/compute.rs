@@ -60,6 +60,11 @@ pub enum BackendKind {
     /// with segformer's `cuda` feature runs them (without it, [`BackendKind::of`] sees
     /// `Autodiff<Cuda>` as [`BackendKind::OtherAutodiff`]).
     Cuda,
+    /// burn-wgpu (Vulkan, Metal, DX12): `Wgpu`, `Autodiff<Wgpu>`,
+    /// `Autodiff<Wgpu, BalancedCheckpointing>`, as a build with segformer's `wgpu` feature runs
+    /// them (without it, [`BackendKind::of`] sees `Autodiff<Wgpu>` as
+    /// [`BackendKind::OtherAutodiff`]). The same CubeCL kernels and memory pool as burn-cuda.
+    Wgpu,
     /// Any other backend without autodiff (inference).
     Other,
     /// Any other autodiff backend.
@@ -73,6 +78,8 @@ impl BackendKind {
             Some(Route::Flex | Route::FlexAutodiff | Route::FlexAutodiffBalanced) => Self::Flex,
             #[cfg(feature = "cuda")]
             Some(Route::CudaAutodiff | Route::CudaAutodiffBalanced) => Self::Cuda,
+            #[cfg(feature = "wgpu")]
+            Some(Route::WgpuAutodiff | Route::WgpuAutodiffBalanced) => Self::Wgpu,
             None if B::ad_enabled(device) => Self::OtherAutodiff,
             None => Self::Other,
         }
@@ -85,12 +92,12 @@ impl Kernels {
     ///
     /// The fused kernels exist for burn-flex only; the recomputing ops serve every backend
     /// without autodiff and the autodiff backends segformer matches by type (burn-flex, and
-    /// burn-cuda with the `cuda` feature).
+    /// burn-cuda with the `cuda` feature, burn-wgpu with the `wgpu` feature).
     pub fn path(self, backend: BackendKind) -> KernelPath {
         use BackendKind as K;
         match (self, backend) {
             (Kernels::Auto, K::Flex) => KernelPath::Fused,
-            (Kernels::Auto | Kernels::Recompute, K::Flex | K::Cuda | K::Other) => {
+            (Kernels::Auto | Kernels::Recompute, K::Flex | K::Cuda | K::Wgpu | K::Other) => {
                 KernelPath::Recompute
             }
             (_, K::OtherAutodiff) | (Kernels::Composed, _) => KernelPath::Composed,
@@ -175,6 +182,12 @@ pub(crate) enum Route {
     /// `Autodiff<Cuda, BalancedCheckpointing>`.
     #[cfg(feature = "cuda")]
     CudaAutodiffBalanced,
+    /// `Autodiff<Wgpu>`.
+    #[cfg(feature = "wgpu")]
+    WgpuAutodiff,
+    /// `Autodiff<Wgpu, BalancedCheckpointing>`.
+    #[cfg(feature = "wgpu")]
+    WgpuAutodiffBalanced,
 }
 
 impl Route {
@@ -198,6 +211,16 @@ impl Route {
             }
             if is(TypeId::of::<Autodiff<Cuda, BalancedCheckpointing>>()) {
                 return Some(Route::CudaAutodiffBalanced);
+            }
+        }
+        #[cfg(feature = "wgpu")]
+        {
+            use burn::backend::Wgpu;
+            if is(TypeId::of::<Autodiff<Wgpu, NoCheckpointing>>()) {
+                return Some(Route::WgpuAutodiff);
+            }
+            if is(TypeId::of::<Autodiff<Wgpu, BalancedCheckpointing>>()) {
+                return Some(Route::WgpuAutodiffBalanced);
             }
         }
         None
@@ -241,19 +264,31 @@ mod tests {
     fn each_choice_resolves_per_backend_kind() {
         use BackendKind as K;
         use KernelPath as P;
-        let check = |k: Kernels, expected: [P; 4]| {
-            let found = [K::Flex, K::Cuda, K::Other, K::OtherAutodiff].map(|b| k.path(b));
+        let check = |k: Kernels, expected: [P; 5]| {
+            let found = [K::Flex, K::Cuda, K::Wgpu, K::Other, K::OtherAutodiff].map(|b| k.path(b));
             assert_eq!(found, expected, "{k}");
         };
         check(
             Kernels::Auto,
-            [P::Fused, P::Recompute, P::Recompute, P::Composed],
+            [
+                P::Fused,
+                P::Recompute,
+                P::Recompute,
+                P::Recompute,
+                P::Composed,
+            ],
         );
         check(
             Kernels::Recompute,
-            [P::Recompute, P::Recompute, P::Recompute, P::Composed],
+            [
+                P::Recompute,
+                P::Recompute,
+                P::Recompute,
+                P::Recompute,
+                P::Composed,
+            ],
         );
-        check(Kernels::Composed, [P::Composed; 4]);
+        check(Kernels::Composed, [P::Composed; 5]);
         assert_eq!(
             Kernels::default().path_for::<A>(&Default::default()),
             P::Fused

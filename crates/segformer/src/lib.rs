@@ -35,6 +35,8 @@ mod recompute;
 #[cfg(test)]
 mod test_support;
 mod weights;
+#[cfg(feature = "wgpu")]
+mod wgpu_device;
 
 pub use bilinear::resize_bilinear;
 pub use compute::{BackendKind, KernelPath, Kernels};
@@ -47,3 +49,5 @@ pub use weights::{
     hf_state_dict_original, load_hf_dir, load_pretrained, load_pretrained_adapted, read_config,
     save_hf_dir,
 };
+#[cfg(feature = "wgpu")]
+pub use wgpu_device::{WgpuAdapter, WgpuError, wgpu_adapter};

@@ -8,6 +8,15 @@ use burn::tensor::{ElementConversion, Tensor, TensorData};
 /// Box–Muller): the backend's global RNG is shared by tests running in parallel, so a seed
 /// set there does not make a test's inputs reproducible.
 pub(crate) fn random<B: Backend, const D: usize>(shape: [usize; D], seed: u64) -> Tensor<B, D> {
+    random_on(shape, seed, &Default::default())
+}
+
+/// [`random`] on `device`.
+pub(crate) fn random_on<B: Backend, const D: usize>(
+    shape: [usize; D],
+    seed: u64,
+    device: &B::Device,
+) -> Tensor<B, D> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
     let mut uniform = || {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -24,7 +33,7 @@ pub(crate) fn random<B: Backend, const D: usize>(shape: [usize; D], seed: u64) -
             ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
         })
         .collect();
-    Tensor::from_data(TensorData::new(values, shape), &Default::default())
+    Tensor::from_data(TensorData::new(values, shape), device)
 }
 
 /// Largest |a − b| relative to the largest |b|.
@@ -56,11 +65,30 @@ pub(crate) fn forward_backward<B: AutodiffBackend, const D: usize, const O: usiz
         .map(|t| t.clone().detach().require_grad())
         .collect();
     let out = f(&tracked);
-    let weights = random::<B, O>(out.dims(), 99);
+    let weights = random_on::<B, O>(out.dims(), 99, &out.device());
     let grads = (out.clone() * weights).sum().backward();
     let input_grads = tracked
         .iter()
         .map(|t| t.grad(&grads).expect("input gradient"))
         .collect();
     (out.inner(), input_grads)
+}
+
+/// The first wgpu adapter (lavapipe in CI), or `None` with a skip note where this machine has
+/// none; under `CI=true` a missing adapter fails the test instead.
+#[cfg(feature = "wgpu")]
+pub(crate) fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {
+    match crate::wgpu_adapter(0) {
+        Ok(adapter) => {
+            eprintln!("wgpu adapter: {adapter}");
+            Some(adapter.device)
+        }
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true needs a wgpu adapter (lavapipe: mesa-vulkan-drivers): {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping the wgpu case: {e}");
+            None
+        }
+    }
 }

@@ -7,11 +7,15 @@
 //! K = auto|recompute|composed: the models' `segformer::Kernels` (default auto)
 //! CASE = SIZE:BATCH:f32|bf16:ckpt|full:LABELS   e.g. 512:2:f32:full:2   (default: a 256/512 grid)
 //! cargo run --release -p train --features cuda --example bench_memory -- --cuda CASE…
+//! cargo run --release -p train --features wgpu --example bench_memory -- --wgpu [CASE…]
 //! ```
-//! `--cuda` runs the steps on CUDA GPU 0 (burn-cuda) and reports CubeCL's device memory pool
-//! after the measured step: bytes reserved (the pool keeps what it reserved, so this bounds the
-//! step's peak from above; the figure to set beside `torch.cuda.max_memory_reserved`) and bytes
-//! still in use; the error column compares the prediction with the reserved bytes.
+//! `--cuda` runs the steps on CUDA GPU 0 (burn-cuda), `--wgpu` on wgpu adapter 0 (burn-wgpu;
+//! lavapipe where there is no GPU; its default grid is the small sizes lavapipe runs in
+//! seconds), and both report CubeCL's device memory pool after the measured step: bytes
+//! reserved (the pool keeps what it reserved, so this bounds the step's peak from above; the
+//! figure to set beside `torch.cuda.max_memory_reserved`) and bytes still in use; the error
+//! column compares the prediction (pool reserve included) with the reserved bytes, and the
+//! live column gives the planner's live-byte prediction without the pool term.
 //! Each case runs in a fresh child process (so neither the heap nor the RSS high-water mark
 //! carries over from another case): one warm-up step (it allocates the AdamW moments), then
 //! the peak live heap bytes (a counting global allocator, reset before the measured step) and
@@ -95,6 +99,9 @@ struct Case {
     /// On CUDA GPU 0 (burn-cuda) instead of the CPU.
     #[serde(default)]
     cuda: bool,
+    /// On wgpu adapter 0 (burn-wgpu) instead of the CPU.
+    #[serde(default)]
+    wgpu: bool,
 }
 
 fn fused_default() -> bool {
@@ -124,6 +131,7 @@ impl Case {
             fused: kernels == Kernels::Auto,
             recompute: kernels != Kernels::Composed,
             cuda: false,
+            wgpu: false,
         })
     }
     /// The kernel choice the recorded switches stand for.
@@ -136,12 +144,14 @@ impl Case {
     }
     /// The path the choice takes on the case's device, as segformer resolves it.
     fn path(&self) -> KernelPath {
-        let device = if self.cuda {
-            Device::Cuda(0)
-        } else {
-            Device::Cpu
-        };
-        device.kernel_path(self.kernels())
+        self.device().kernel_path(self.kernels())
+    }
+    fn device(&self) -> Device {
+        match (self.cuda, self.wgpu) {
+            (true, _) => Device::Cuda(0),
+            (false, true) => Device::Wgpu(0),
+            (false, false) => Device::Cpu,
+        }
     }
     fn spec(&self) -> String {
         let prec = if self.bf16 { "bf16" } else { "f32" };
@@ -154,6 +164,8 @@ impl Case {
             .with_num_labels(self.labels);
         MemoryPlan::predict(&PlanInput {
             kernels: self.path(),
+            allocator: self.device().allocator(),
+            loss: None,
             config: &config,
             height: self.size,
             width: self.size,
@@ -166,9 +178,6 @@ impl Case {
             checkpointing: self.ckpt,
         })
     }
-    fn predicted(&self) -> u64 {
-        self.estimate().peak_bytes()
-    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -177,7 +186,7 @@ struct Measured {
     heap_peak: u64,
     heap_before: u64,
     rss_peak: u64,
-    /// CUDA: CubeCL's pool after the measured step, bytes reserved and bytes in use.
+    /// CUDA and wgpu: CubeCL's pool after the measured step, bytes reserved and bytes in use.
     #[serde(default)]
     device_reserved: Option<u64>,
     #[serde(default)]
@@ -210,13 +219,14 @@ fn step<B: AutodiffBackend>(
     opt.step(6e-5, model, grads, 1.0).0
 }
 
-/// One measured step on `B`'s default device; `device_memory` reads the device's memory pool
+/// One measured step on `device`; `device_memory` reads the device's memory pool
 /// (`(in use, reserved)`) after it, where there is one.
 fn measure<B: AutodiffBackend>(
     case: &Case,
+    device: &B::Device,
     device_memory: &dyn Fn() -> Option<(u64, u64)>,
 ) -> Measured {
-    let device = Default::default();
+    let device = device.clone();
     B::seed(&device, 0);
     let config = train::preset("mit-b0")
         .unwrap()
@@ -245,10 +255,11 @@ fn measure<B: AutodiffBackend>(
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let t = Instant::now();
     let model = step(model, &mut opt, &x, &y);
+    // GPU backends queue the optimizer step: the step ends when the device is done.
+    let _ = B::sync(&device);
     let step_s = t.elapsed().as_secs_f64();
     let heap_peak = PEAK.load(Ordering::Relaxed) as u64;
     let rss_peak = vm_hwm();
-    let _ = B::sync(&device);
     let pool = device_memory();
     drop(model);
     Measured {
@@ -267,10 +278,11 @@ fn measure<B: AutodiffBackend>(
 fn measure_cuda(case: &Case) -> Measured {
     use burn::backend::Cuda;
     let pool = || train::cuda_memory(0);
+    let device = burn::backend::cuda::CudaDevice::new(0);
     if case.ckpt {
-        measure::<Autodiff<Cuda, BalancedCheckpointing>>(case, &pool)
+        measure::<Autodiff<Cuda, BalancedCheckpointing>>(case, &device, &pool)
     } else {
-        measure::<Autodiff<Cuda>>(case, &pool)
+        measure::<Autodiff<Cuda>>(case, &device, &pool)
     }
 }
 
@@ -280,10 +292,50 @@ fn measure_cuda(_: &Case) -> Measured {
     std::process::exit(2)
 }
 
+/// One measured step on wgpu adapter 0, with CubeCL's pool read after it.
+#[cfg(feature = "wgpu")]
+fn measure_wgpu(case: &Case) -> Measured {
+    use burn::backend::Wgpu;
+    use cubecl::Runtime;
+    let adapter = segformer::wgpu_adapter(0).unwrap_or_else(|e| {
+        eprintln!("--wgpu: {e}");
+        std::process::exit(2)
+    });
+    eprintln!("wgpu adapter: {adapter}");
+    if case.bf16 && !adapter.supports(burn::tensor::DType::BF16) {
+        eprintln!("no bf16 on {adapter}: burn-wgpu has no bf16 arithmetic (WGSL has no bf16 type)");
+        std::process::exit(3)
+    }
+    let device = adapter.device;
+    // The pool's page sizes follow the largest buffer the adapter binds (CubeCL's SubSlices).
+    let props = burn::backend::wgpu::WgpuRuntime::client(&device)
+        .properties()
+        .memory
+        .clone();
+    eprintln!(
+        "largest page {} MiB, alignment {} B",
+        props.max_page_size >> 20,
+        props.alignment
+    );
+    let pool = || train::wgpu_memory(&device);
+    if case.ckpt {
+        measure::<Autodiff<Wgpu, BalancedCheckpointing>>(case, &device, &pool)
+    } else {
+        measure::<Autodiff<Wgpu>>(case, &device, &pool)
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn measure_wgpu(_: &Case) -> Measured {
+    eprintln!("--wgpu needs a build with `--features wgpu`");
+    std::process::exit(2)
+}
+
 fn child(case: &Case) -> Result<Measured, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new(exe)
         .args(case.cuda.then_some("--cuda"))
+        .args(case.wgpu.then_some("--wgpu"))
         .args(["--kernels", &case.kernels().to_string()])
         .args(["--one", &case.spec()])
         .output()
@@ -298,7 +350,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 fn header() -> String {
     format!(
-        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} |\n|{}",
+        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} | {:>8} |\n|{}",
         "kernels",
         "size",
         "batch",
@@ -310,23 +362,29 @@ fn header() -> String {
         "predicted MiB",
         "error %",
         "step s",
-        "---|".repeat(11)
+        "live MiB",
+        "---|".repeat(12)
     )
 }
 
-/// A table row. CUDA rows (kernels `cuda`) put CubeCL's reserved bytes in the heap column and
-/// the bytes still in use after the step in the RSS column.
+/// A table row. CUDA and wgpu rows (kernels `cuda`, `wgpu`) put CubeCL's reserved bytes in the
+/// heap column and the bytes still in use after the step in the RSS column; the live column is
+/// the prediction without the pool's reserve (the same as the prediction on the CPU).
 fn row(m: &Measured) -> (String, f64) {
-    let p = m.case.predicted() as f64;
-    let (peak, second) = match (m.case.cuda, m.device_reserved, m.device_in_use) {
+    let estimate = m.case.estimate();
+    let p = estimate.peak_bytes() as f64;
+    let gpu = m.case.cuda || m.case.wgpu;
+    let (peak, second) = match (gpu, m.device_reserved, m.device_in_use) {
         (true, Some(reserved), Some(in_use)) => (reserved, in_use),
         _ => (m.heap_peak, m.rss_peak),
     };
     let err = 100.0 * (p - peak as f64) / peak as f64;
     let line = format!(
-        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} |",
+        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} | {:>8.1} |",
         if m.case.cuda {
             "cuda".to_string()
+        } else if m.case.wgpu {
+            "wgpu".to_string()
         } else {
             m.case.path().to_string()
         },
@@ -339,7 +397,8 @@ fn row(m: &Measured) -> (String, f64) {
         second as f64 / MIB,
         p / MIB,
         err,
-        m.step_s
+        m.step_s,
+        estimate.live_peak_bytes() as f64 / MIB
     );
     (line, err)
 }
@@ -360,6 +419,7 @@ fn default_grid(kernels: Kernels) -> Vec<Case> {
                             fused: kernels == Kernels::Auto,
                             recompute: kernels != Kernels::Composed,
                             cuda: false,
+                            wgpu: false,
                         });
                     }
                 }
@@ -369,14 +429,39 @@ fn default_grid(kernels: Kernels) -> Vec<Case> {
     v
 }
 
+/// The grid `--wgpu` runs by default: MiT-B0 at sizes a software adapter (lavapipe) steps
+/// through in seconds to a minute, f32 (lavapipe has no bf16), with and without checkpointing.
+fn wgpu_grid(kernels: Kernels) -> Vec<Case> {
+    let mut v = Vec::new();
+    for (size, batch) in [(64, 1), (128, 1), (128, 2), (192, 1), (256, 1), (256, 2)] {
+        for ckpt in [false, true] {
+            for labels in [2, 150] {
+                v.push(Case {
+                    size,
+                    batch,
+                    bf16: false,
+                    ckpt,
+                    labels,
+                    fused: kernels == Kernels::Auto,
+                    recompute: kernels != Kernels::Composed,
+                    cuda: false,
+                    wgpu: true,
+                });
+            }
+        }
+    }
+    v
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut json, mut md, mut replay, mut cases) = (None, None, None, Vec::new());
-    let mut cuda = false;
+    let (mut cuda, mut wgpu) = (false, false);
     let mut kernels = Kernels::Auto;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--cuda" => cuda = true,
+            "--wgpu" => wgpu = true,
             "--kernels" => {
                 kernels = match args.next().as_deref() {
                     Some("auto") => Kernels::Auto,
@@ -389,14 +474,18 @@ fn main() {
                 let spec = args.next().expect("--one CASE");
                 let case = Case {
                     cuda,
+                    wgpu,
                     ..Case::parse(&spec, kernels).expect("valid case")
                 };
+                let cpu = Default::default();
                 let m = if case.cuda {
                     measure_cuda(&case)
+                } else if case.wgpu {
+                    measure_wgpu(&case)
                 } else if case.ckpt {
-                    measure::<Autodiff<Flex, BalancedCheckpointing>>(&case, &|| None)
+                    measure::<Autodiff<Flex, BalancedCheckpointing>>(&case, &cpu, &|| None)
                 } else {
-                    measure::<Autodiff<Flex>>(&case, &|| None)
+                    measure::<Autodiff<Flex>>(&case, &cpu, &|| None)
                 };
                 println!("{}", serde_json::to_string(&m).unwrap());
                 return;
@@ -404,7 +493,11 @@ fn main() {
             "--predict" => {
                 // Prediction only, nothing is run: for sizes this machine cannot measure.
                 for spec in args.by_ref() {
-                    let case = Case::parse(&spec, kernels).expect("valid case");
+                    let case = Case {
+                        cuda,
+                        wgpu,
+                        ..Case::parse(&spec, kernels).expect("valid case")
+                    };
                     println!("{spec}\n{}\n", case.estimate());
                 }
                 return;
@@ -423,17 +516,32 @@ fn main() {
         None => Vec::new(),
     };
     if replay.is_none() && cases.is_empty() {
-        cases = default_grid(kernels);
+        cases = if wgpu {
+            wgpu_grid(kernels)
+        } else {
+            default_grid(kernels)
+        };
     }
     for c in &mut cases {
         c.cuda = cuda;
+        c.wgpu = wgpu;
     }
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let on = match (cuda, wgpu) {
+        (true, _) => "burn-cuda 0.21 on CUDA GPU 0".to_string(),
+        (false, true) => "burn-wgpu 0.21 on wgpu adapter 0".to_string(),
+        (false, false) => format!("burn-flex 0.21 on {threads} threads"),
+    };
+    let against = if cuda || wgpu {
+        "CubeCL's pool reserved after the step"
+    } else {
+        "measured heap peak"
+    };
     println!(
-        "MiT-B0 training step (fwd + loss + bwd + AdamW), burn-flex 0.21 on {threads} threads; \
-         peak after 1 warm-up step; error = predicted vs measured heap peak"
+        "MiT-B0 training step (fwd + loss + bwd + AdamW), {on}; \
+         peak after 1 warm-up step; error = predicted vs {against}"
     );
     println!("{}", header());
     let mut lines = Vec::new();

@@ -6,13 +6,13 @@ use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
 use segformer::{BackendKind, KernelPath, Kernels};
 
-use crate::config::TrainConfig;
+use crate::config::{Precision, TrainConfig};
 use crate::error::TrainError;
 use crate::model::model_config;
-use crate::plan::{PlanInputTemplate, fit_budget, parse_bytes};
+use crate::plan::{Allocator, PlanInputTemplate, fit_budget, parse_bytes};
 use crate::trainer::{RunOptions, RunSummary, train};
 
-/// Where to train: `cpu`, `cuda` (GPU 0) or `cuda:N`.
+/// Where to train: `cpu`, `cuda` (GPU 0), `cuda:N`, `wgpu` (adapter 0) or `wgpu:N`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Device {
     /// The CPU (burn-flex).
@@ -20,6 +20,9 @@ pub enum Device {
     Cpu,
     /// CUDA GPU `N` (burn-cuda; needs the `cuda` feature).
     Cuda(usize),
+    /// wgpu adapter `N` (burn-wgpu on Vulkan, Metal or DX12, numbered as
+    /// `segformer::wgpu_adapter` does; needs the `wgpu` feature).
+    Wgpu(usize),
 }
 
 impl FromStr for Device {
@@ -29,37 +32,66 @@ impl FromStr for Device {
         match s.trim().to_ascii_lowercase().as_str() {
             "cpu" => Ok(Device::Cpu),
             "cuda" | "gpu" => Ok(Device::Cuda(0)),
-            other => other
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(Device::Cuda)
-                .ok_or_else(|| {
-                    TrainError::Config(format!("device `{s}` is not one of cpu, cuda, cuda:N"))
-                }),
+            "wgpu" => Ok(Device::Wgpu(0)),
+            other => {
+                let index = |prefix: &str| other.strip_prefix(prefix).and_then(|n| n.parse().ok());
+                index("cuda:")
+                    .map(Device::Cuda)
+                    .or_else(|| index("wgpu:").map(Device::Wgpu))
+                    .ok_or_else(|| {
+                        TrainError::Config(format!(
+                            "device `{s}` is not one of cpu, cuda, cuda:N, wgpu, wgpu:N"
+                        ))
+                    })
+            }
         }
     }
 }
 
-/// `cpu` or `cuda:N`, as [`FromStr`] reads it.
+/// `cpu`, `cuda:N` or `wgpu:N`, as [`FromStr`] reads it.
 impl std::fmt::Display for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Device::Cpu => write!(f, "cpu"),
             Device::Cuda(i) => write!(f, "cuda:{i}"),
+            Device::Wgpu(i) => write!(f, "wgpu:{i}"),
         }
     }
 }
 
 impl Device {
     /// The implementation of the layers a model with `kernels` runs when training here:
-    /// segformer's resolution for this device's backend (burn-flex on the CPU, burn-cuda on a
-    /// GPU, as a build with the `cuda` feature runs it).
+    /// segformer's resolution for this device's backend (burn-flex on the CPU, burn-cuda or
+    /// burn-wgpu on a GPU, as a build with the `cuda` / `wgpu` feature runs them).
     pub fn kernel_path(self, kernels: Kernels) -> KernelPath {
-        let backend = match self {
+        kernels.path(self.backend_kind())
+    }
+
+    /// The kind of backend that runs on this device.
+    pub fn backend_kind(self) -> BackendKind {
+        match self {
             Device::Cpu => BackendKind::Flex,
             Device::Cuda(_) => BackendKind::Cuda,
-        };
-        kernels.path(backend)
+            Device::Wgpu(_) => BackendKind::Wgpu,
+        }
+    }
+
+    /// Where tensors live on this device: the heap on the CPU, CubeCL's pool on the GPUs.
+    pub fn allocator(self) -> Allocator {
+        match self {
+            Device::Cpu => Allocator::Heap,
+            Device::Cuda(_) | Device::Wgpu(_) => Allocator::CubeclPool,
+        }
+    }
+
+    /// The half precision the memory planner may switch an f32 run to here: bf16, but f16 on
+    /// wgpu, which has no bf16 arithmetic (it still needs an adapter with shader-f16, checked
+    /// when the run starts).
+    pub fn reduced_precision(self) -> Option<Precision> {
+        match self {
+            Device::Cpu | Device::Cuda(_) => Some(Precision::Bf16),
+            Device::Wgpu(_) => Some(Precision::F16),
+        }
     }
 
     /// Whether this build can use the device at all.
@@ -70,6 +102,12 @@ impl Device {
             Device::Cuda(_) => Err(TrainError::Config(
                 "this segfit was built without CUDA support; rebuild with `--features cuda` (e.g. \
                  `cargo install --path crates/cli --features cuda`) or use --device cpu"
+                    .into(),
+            )),
+            Device::Wgpu(_) if cfg!(feature = "wgpu") => Ok(()),
+            Device::Wgpu(_) => Err(TrainError::Config(
+                "this segfit was built without wgpu support; rebuild with `--features wgpu` (the \
+                 default) or use --device cpu"
                     .into(),
             )),
         }
@@ -94,30 +132,106 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
             use burn::backend::Cuda;
             use burn::backend::cuda::CudaDevice;
             let d = CudaDevice::new(index);
-            // burn-cuda reports an allocation failure by panicking: catch it and turn it into
-            // a report with the planner's figures; any other panic goes on unwinding.
-            let guarded = |f: &dyn Fn() -> Result<RunSummary, TrainError>| {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-                    let msg = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default();
-                    match out_of_memory(&msg, cfg, device, opts.kernels, cuda_memory(index)) {
-                        Some(e) => Err(e),
-                        None => std::panic::resume_unwind(panic),
-                    }
-                })
-            };
+            let measured = || cuda_memory(index);
             if cfg.train.checkpointing {
-                guarded(&|| train::<Autodiff<Cuda, BalancedCheckpointing>>(cfg, opts, &d))
+                guarded(cfg, device, opts.kernels, measured, &|| {
+                    train::<Autodiff<Cuda, BalancedCheckpointing>>(cfg, opts, &d)
+                })
             } else {
-                guarded(&|| train::<Autodiff<Cuda>>(cfg, opts, &d))
+                guarded(cfg, device, opts.kernels, measured, &|| {
+                    train::<Autodiff<Cuda>>(cfg, opts, &d)
+                })
             }
         }
         #[cfg(not(feature = "cuda"))]
         Device::Cuda(_) => unreachable!("check_available rejects CUDA without the feature"),
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu(index) => {
+            use burn::backend::Wgpu;
+            let adapter = segformer::wgpu_adapter(index)
+                .map_err(|e| TrainError::Config(format!("--device {device}: {e}")))?;
+            check_precision(cfg.train.precision, &adapter)?;
+            let d = adapter.device.clone();
+            let measured = || wgpu_memory(&d);
+            if cfg.train.checkpointing {
+                guarded(cfg, device, opts.kernels, measured, &|| {
+                    train::<Autodiff<Wgpu, BalancedCheckpointing>>(cfg, opts, &adapter.device)
+                })
+            } else {
+                guarded(cfg, device, opts.kernels, measured, &|| {
+                    train::<Autodiff<Wgpu>>(cfg, opts, &adapter.device)
+                })
+            }
+        }
+        #[cfg(not(feature = "wgpu"))]
+        Device::Wgpu(_) => unreachable!("check_available rejects wgpu without the feature"),
     }
+}
+
+/// Runs `f`, turning a backend's out-of-memory panic into [`TrainError::OutOfMemory`] with the
+/// planner's figures and the device memory `measured` after the failure; any other panic goes
+/// on unwinding. burn-cuda and burn-wgpu both report a failed allocation by panicking.
+#[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
+fn guarded(
+    cfg: &TrainConfig,
+    device: Device,
+    kernels: Kernels,
+    measured: impl Fn() -> Option<(u64, u64)>,
+    f: &dyn Fn() -> Result<RunSummary, TrainError>,
+) -> Result<RunSummary, TrainError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        match out_of_memory(&msg, cfg, device, kernels, measured()) {
+            Some(e) => Err(e),
+            None => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Refuses a precision the wgpu adapter cannot compute in, naming the adapter and what works.
+#[cfg(feature = "wgpu")]
+pub(crate) fn check_precision(
+    precision: crate::config::Precision,
+    adapter: &segformer::WgpuAdapter,
+) -> Result<(), TrainError> {
+    use burn::tensor::DType;
+    let (dtype, name) = match precision {
+        Precision::F32 => return Ok(()),
+        Precision::Bf16 => (DType::BF16, "bf16"),
+        Precision::F16 => (DType::F16, "f16"),
+    };
+    if adapter.supports(dtype) {
+        return Ok(());
+    }
+    let alternative = if precision == Precision::Bf16 && adapter.supports(DType::F16) {
+        "use train.precision = \"f16\" (with its loss scaling) or \"f32\""
+    } else {
+        "use train.precision = \"f32\""
+    };
+    let why = if precision == Precision::Bf16 {
+        "burn-wgpu has no bf16 arithmetic (WGSL has no bf16 type)"
+    } else {
+        "the adapter lacks the shader-f16 feature"
+    };
+    Err(TrainError::Config(format!(
+        "train.precision = \"{name}\" is not available on wgpu adapter {adapter}: {why}; \
+         {alternative}, or --device cuda on an NVIDIA GPU"
+    )))
+}
+
+/// CubeCL's device memory pool on wgpu `device` now: `(bytes in use, bytes reserved)`, as
+/// [`cuda_memory`] reads it for CUDA (the same CubeCL memory management).
+#[cfg(feature = "wgpu")]
+pub fn wgpu_memory(device: &burn::backend::wgpu::WgpuDevice) -> Option<(u64, u64)> {
+    use cubecl::Runtime;
+    let usage = cubecl::wgpu::WgpuRuntime::client(device)
+        .memory_usage()
+        .ok()?;
+    Some((usage.bytes_in_use, usage.bytes_reserved))
 }
 
 /// Applies `[memory] budget`: picks micro-batch, accumulation, precision and checkpointing so
@@ -139,9 +253,13 @@ pub fn fit_memory(
         .memory
         .effective_batch
         .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps);
-    let path = device.kernel_path(kernels);
-    let choice = fit_budget(bytes, effective, &template(cfg, &model, path))
-        .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
+    let loss = cfg.loss.for_planning(model.num_labels());
+    let choice = fit_budget(
+        bytes,
+        effective,
+        &template(cfg, &model, &loss, device, kernels),
+    )
+    .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
     cfg.train.batch_size = choice.micro_batch;
     cfg.train.accumulation_steps = choice.accumulation_steps;
     cfg.train.precision = choice.precision;
@@ -165,15 +283,20 @@ fn planned_model(cfg: &TrainConfig) -> Result<segformer::SegformerConfig, TrainE
 fn template<'a>(
     cfg: &TrainConfig,
     model: &'a segformer::SegformerConfig,
-    kernels: KernelPath,
+    loss: &'a segformer::SegLoss,
+    device: Device,
+    kernels: Kernels,
 ) -> PlanInputTemplate<'a> {
     PlanInputTemplate {
         config: model,
         height: cfg.data.size[0],
         width: cfg.data.size[1],
         precision: cfg.train.precision,
+        reduced: device.reduced_precision(),
         checkpointing: cfg.train.checkpointing,
-        kernels,
+        kernels: device.kernel_path(kernels),
+        allocator: device.allocator(),
+        loss: Some(loss),
     }
 }
 
@@ -195,7 +318,7 @@ pub fn cuda_memory(index: usize) -> Option<(u64, u64)> {
 /// (`(in use, reserved)`, where known), the predicted peak of the micro-batch that failed, and
 /// the planner's next option (the largest configuration, at the same effective batch,
 /// predicted below the one that failed).
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
 pub(crate) fn out_of_memory(
     message: &str,
     cfg: &TrainConfig,
@@ -225,7 +348,8 @@ pub(crate) fn out_of_memory(
     );
     let advice = match planned_model(cfg) {
         Ok(model) => {
-            let t = template(cfg, &model, device.kernel_path(kernels));
+            let loss = cfg.loss.for_planning(model.num_labels());
+            let t = template(cfg, &model, &loss, device, kernels);
             let predicted = crate::plan::MemoryPlan::predict(&t.at(batch)).peak_bytes();
             let next = match fit_budget(predicted.saturating_sub(1), batch * steps, &t) {
                 Ok(c) => format!(
@@ -270,11 +394,13 @@ mod tests {
         assert_eq!("cpu".parse::<Device>().unwrap(), Device::Cpu);
         assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
         assert_eq!("cuda:3".parse::<Device>().unwrap(), Device::Cuda(3));
-        for d in [Device::Cpu, Device::Cuda(3)] {
+        assert_eq!("wgpu".parse::<Device>().unwrap(), Device::Wgpu(0));
+        assert_eq!("WGPU:1".parse::<Device>().unwrap(), Device::Wgpu(1));
+        for d in [Device::Cpu, Device::Cuda(3), Device::Wgpu(2)] {
             assert_eq!(d.to_string().parse::<Device>().unwrap(), d);
         }
         let e = "tpu".parse::<Device>().unwrap_err().to_string();
-        assert!(e.contains("tpu") && e.contains("cuda:N"), "{e}");
+        assert!(e.contains("tpu") && e.contains("wgpu:N"), "{e}");
     }
 
     /// A synthetic dataset on disk and a config training MiT-B0 on it, with `data` and
@@ -345,6 +471,10 @@ mod tests {
             Device::Cuda(0).kernel_path(Kernels::Composed),
             KernelPath::Composed
         );
+        assert_eq!(
+            Device::Wgpu(0).kernel_path(Kernels::Auto),
+            KernelPath::Recompute
+        );
         // The CPU's kind is what segformer sees on the backend the CPU trains with.
         let device = Default::default();
         for k in [Kernels::Auto, Kernels::Recompute, Kernels::Composed] {
@@ -386,7 +516,8 @@ mod tests {
         );
         // The prediction for batch 4, and the next option keeps the effective batch of 8.
         let model = planned_model(&cfg).unwrap();
-        let t = template(&cfg, &model, KernelPath::Recompute);
+        let loss = cfg.loss.for_planning(model.num_labels());
+        let t = template(&cfg, &model, &loss, Device::Cuda(1), Kernels::Auto);
         let predicted = crate::plan::MemoryPlan::predict(&t.at(4)).peak_bytes();
         assert!(
             e.contains(&format!(
@@ -400,6 +531,16 @@ mod tests {
             e.contains("train.batch_size = 2, train.accumulation_steps = 4"),
             "{e}"
         );
+        // burn-wgpu's shape: wgpu's default error handler panics with the error.
+        let wgpu = "wgpu error: Out of Memory\n";
+        let e = out_of_memory(wgpu, &cfg, Device::Wgpu(0), Kernels::Auto, None)
+            .expect("an out-of-memory report")
+            .to_string();
+        assert!(
+            e.contains("on wgpu:0") && e.contains("Out of Memory"),
+            "{e}"
+        );
+        assert!(e.contains("next option is batch 2 × 4 steps"), "{e}");
         // Other failures are not mistaken for it.
         assert!(
             out_of_memory(

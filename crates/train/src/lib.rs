@@ -57,7 +57,9 @@ pub use scaler::GradScaler;
 // Memory: the planner and what it predicts.
 #[cfg(feature = "cuda")]
 pub use device::cuda_memory;
+#[cfg(feature = "wgpu")]
+pub use device::wgpu_memory;
 pub use plan::{
-    FitChoice, KernelPath, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory,
-    fit_budget, loss_terms_bytes, parse_bytes,
+    Allocator, FitChoice, KernelPath, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate,
+    StageMemory, fit_budget, loss_terms_bytes, parse_bytes,
 };

@@ -135,6 +135,18 @@ impl LossConfig {
         }
     }
 
+    /// The loss as the memory planner sees it: the terms, and class weights where there are
+    /// any (`"auto"` ones as all 1: their values change no tensor's size). Invalid settings
+    /// give HF's cross-entropy here; the run's own check reports them.
+    pub fn for_planning(&self, classes: usize) -> SegLoss {
+        let weights = match &self.class_weights {
+            Some(ClassWeights::Auto(_)) => Some(vec![1; classes.max(1)]),
+            _ => None,
+        };
+        self.resolve(classes, weights.as_deref())
+            .unwrap_or_default()
+    }
+
     /// Whether `"auto"` class weights need the train split's class pixel counts.
     pub fn needs_class_counts(&self) -> bool {
         matches!(self.class_weights, Some(ClassWeights::Auto(_)))
@@ -318,6 +330,8 @@ mod tests {
             precision: crate::config::Precision::F32,
             checkpointing: false,
             kernels: segformer::KernelPath::Fused,
+            allocator: crate::plan::Allocator::Heap,
+            loss: None,
         };
         let full = 2 * 5 * 64 * 32 * 4;
         assert_eq!(

@@ -10,8 +10,14 @@
 //! many such tensors burn's autodiff keeps and in which dtype. Three sets of factors, one per
 //! [`KernelPath`] (segformer resolves a model's `Kernels` choice to one per backend:
 //! [`Device::kernel_path`](crate::Device::kernel_path)): the fused CPU kernels, burn's ops with
-//! segformer's recomputing attention and loss (what burn-cuda runs, measured on burn-flex with
-//! `Kernels::Recompute`), and burn's plain composition (`Kernels::Composed`, for comparison).
+//! segformer's recomputing attention and loss (what burn-cuda and burn-wgpu run, measured on
+//! burn-flex with `Kernels::Recompute`), and burn's plain composition (`Kernels::Composed`, for
+//! comparison).
+//!
+//! On the GPU backends ([`Allocator::CubeclPool`]: burn-cuda and burn-wgpu share CubeCL's
+//! memory management) the live bytes sit in pages the pool reserves ahead of use; the plan adds
+//! that reserve ([`MemoryEstimate::pool`]), fitted on burn-wgpu over lavapipe against CubeCL's
+//! own count of reserved bytes (`bench_memory --wgpu`, `BENCH-memory.md`).
 
 use std::fmt;
 
@@ -26,6 +32,18 @@ const GIB: f64 = 1024.0 * MIB;
 /// Which implementation of the layers runs the step (segformer's resolution of a model's
 /// kernel choice on a backend): the three keep very different tensors for the backward pass.
 pub use segformer::KernelPath;
+
+/// Where a step's tensors are allocated, which decides what the plan adds to the live bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Allocator {
+    /// The process heap (burn-flex on the CPU): the prediction is the peak of live bytes.
+    #[default]
+    Heap,
+    /// CubeCL's device memory pool (burn-cuda, burn-wgpu): the live bytes plus the pages the
+    /// pool keeps reserved around them ([`MemoryEstimate::pool`]).
+    CubeclPool,
+}
 
 /// One prediction's inputs: the model, the input size and how the step runs.
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +62,10 @@ pub struct PlanInput<'a> {
     pub checkpointing: bool,
     /// The layers' implementation (see [`Device::kernel_path`](crate::Device::kernel_path)).
     pub kernels: KernelPath,
+    /// Where the tensors live (see [`Device::allocator`](crate::Device::allocator)).
+    pub allocator: Allocator,
+    /// The `[loss]` terms (`None`: HF's plain cross-entropy); see [`loss_terms_bytes`].
+    pub loss: Option<&'a segformer::SegLoss>,
 }
 
 /// What [`fit_budget`] may vary: everything of a [`PlanInput`] except the micro-batch; the
@@ -56,12 +78,21 @@ pub struct PlanInputTemplate<'a> {
     pub height: usize,
     /// Input width in pixels.
     pub width: usize,
-    /// The precision the run asks for (bf16 is tried next when it is f32 and nothing fits).
+    /// The precision the run asks for (`reduced` is tried next when it is f32 and nothing
+    /// fits).
     pub precision: Precision,
+    /// The half precision the device computes in, tried when an f32 run does not fit: bf16,
+    /// f16 on wgpu (which has no bf16), `None` where there is none
+    /// ([`Device::reduced_precision`](crate::Device::reduced_precision)).
+    pub reduced: Option<Precision>,
     /// Whether the run already asks for checkpointing.
     pub checkpointing: bool,
     /// The layers' implementation (see [`Device::kernel_path`](crate::Device::kernel_path)).
     pub kernels: KernelPath,
+    /// Where the tensors live (see [`Device::allocator`](crate::Device::allocator)).
+    pub allocator: Allocator,
+    /// The `[loss]` terms (`None`: HF's plain cross-entropy).
+    pub loss: Option<&'a segformer::SegLoss>,
 }
 
 impl PlanInputTemplate<'_> {
@@ -79,6 +110,8 @@ impl PlanInputTemplate<'_> {
             precision,
             checkpointing,
             kernels: self.kernels,
+            allocator: self.allocator,
+            loss: self.loss,
         }
     }
 }
@@ -120,6 +153,12 @@ pub struct MemoryEstimate {
     /// The peak of the AdamW step itself: weights, moments, every gradient and the update's
     /// temporaries. It is the step's peak when activations are small (tiny inputs).
     pub optimizer_step: u64,
+    /// What the `[loss]` terms beyond HF's cross-entropy keep for the backward pass
+    /// ([`loss_terms_bytes`]; 0 for plain cross-entropy).
+    pub loss_terms: u64,
+    /// CubeCL's pool (burn-cuda, burn-wgpu): bytes reserved beyond the live peak (pages
+    /// rounded up, pages kept for reuse); 0 on the CPU heap.
+    pub pool: u64,
 }
 
 impl MemoryEstimate {
@@ -131,9 +170,15 @@ impl MemoryEstimate {
             .sum()
     }
 
+    /// The predicted peak memory of one training step: the live peak, plus the pool's reserve
+    /// on CubeCL devices (what `torch.cuda.max_memory_reserved` is to PyTorch).
+    pub fn peak_bytes(&self) -> u64 {
+        self.live_peak_bytes() + self.pool
+    }
+
     /// The predicted peak of live bytes during one training step: the larger of the backward
     /// peak and the optimizer step's.
-    pub fn peak_bytes(&self) -> u64 {
+    pub fn live_peak_bytes(&self) -> u64 {
         self.backward_peak().max(self.optimizer_step)
     }
 
@@ -145,6 +190,7 @@ impl MemoryEstimate {
             + self.activations()
             + self.decoder
             + self.logits
+            + self.loss_terms
             + self.inputs
             + self.workspace
     }
@@ -165,10 +211,16 @@ impl fmt::Display for MemoryEstimate {
         }
         line(f, "decode head", self.decoder)?;
         line(f, "logits for the loss", self.logits)?;
+        if self.loss_terms > 0 {
+            line(f, "extra loss terms", self.loss_terms)?;
+        }
         line(f, "inputs and labels", self.inputs)?;
         line(f, "workspace / allocator", self.workspace)?;
         line(f, "backward peak", self.backward_peak())?;
         line(f, "optimizer step peak", self.optimizer_step)?;
+        if self.pool > 0 {
+            line(f, "CubeCL pool reserve", self.pool)?;
+        }
         write!(
             f,
             "{:<28} {:>10.1} MiB",
@@ -402,8 +454,35 @@ impl MemoryPlan {
             workspace: (k.workspace * p as f64) as u64,
             // 16 B/param of weights, gradients and moments, plus the update's temporaries
             optimizer_step: (k.step * p as f64) as u64,
+            loss_terms: input.loss.map_or(0, |l| loss_terms_bytes(input, l)),
+            pool: 0,
         }
+        .with_pool(input.allocator)
     }
+}
+
+impl MemoryEstimate {
+    /// Sets the pool term for `allocator` from the live peak.
+    fn with_pool(mut self, allocator: Allocator) -> Self {
+        self.pool = match allocator {
+            Allocator::Heap => 0,
+            Allocator::CubeclPool => pool_reserve(self.live_peak_bytes()),
+        };
+        self
+    }
+}
+
+// CubeCL's pool over the live peak, fitted by least squares with `bench_memory --wgpu` on
+// lavapipe (24 MiT-B0 steps, 64²–256², b1/b2, 2/150 labels, checkpointing off/on; table in
+// BENCH-memory.md, worst error 27%): reserved ≈ POOL_SCALE × live + POOL_BASE. NOTE: the
+// pool's page sizes follow the device's largest buffer (a quarter of its memory on CUDA), so
+// on a real GPU this is a prediction, not a measurement.
+const POOL_SCALE: f64 = 1.235;
+const POOL_BASE: f64 = 15.1 * MIB;
+
+/// Bytes CubeCL's pool reserves beyond a live peak of `live` bytes.
+fn pool_reserve(live: u64) -> u64 {
+    ((POOL_SCALE - 1.0) * live as f64 + POOL_BASE).max(0.0) as u64
 }
 
 /// How a run fits its budget: micro-batch, accumulation, precision, checkpointing.
@@ -455,7 +534,8 @@ pub(crate) fn human(bytes: u64) -> String {
 
 /// Chooses the largest micro-batch dividing `effective_batch` whose predicted peak fits
 /// `budget_bytes`, and the accumulation steps that make the effective batch exact. When even
-/// one image does not fit, tries bf16 (if the template is f32), then checkpointing, then both.
+/// one image does not fit, tries the device's half precision (if the template is f32), then
+/// checkpointing, then both.
 ///
 /// Errors when `effective_batch` is 0, or nothing fits; the message names the budget and the
 /// smallest predicted peak.
@@ -467,10 +547,9 @@ pub fn fit_budget(
     if effective_batch == 0 {
         return Err("the effective batch must be at least 1".into());
     }
-    let half = if template.precision == Precision::F32 {
-        Precision::Bf16
-    } else {
-        template.precision
+    let half = match (template.precision, template.reduced) {
+        (Precision::F32, Some(reduced)) => reduced,
+        (precision, _) => precision,
     };
     let mut modes = vec![(template.precision, template.checkpointing)];
     for m in [

@@ -228,6 +228,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 precision: t.precision,
                 checkpointing: t.checkpointing,
                 kernels: model.kernel_path(device),
+                // Only the loss terms are counted here: where they live does not matter.
+                allocator: crate::plan::Allocator::Heap,
+                loss: Some(&loss),
             };
             let extra = crate::plan::loss_terms_bytes(&input, &loss);
             reporter.note(&format!(

@@ -8,7 +8,8 @@ use burn::backend::{Autodiff, Flex};
 use common::{check, measured_peak, predicted_for, serial};
 use segformer::Kernels;
 use train::{
-    KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget, parse_bytes,
+    Allocator, KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
+    parse_bytes,
 };
 
 /// The prediction for the path the measured models take: `Kernels::Auto` on the CPU.
@@ -61,6 +62,8 @@ fn prediction_grows_with_batch_size_and_labels() {
             batch: 1,
             precision: Precision::F32,
             checkpointing: false,
+            allocator: Allocator::Heap,
+            loss: None,
         })
     };
     let e = at_512(KernelPath::Fused);
@@ -103,8 +106,11 @@ fn template_for(
         height: size,
         width: size,
         precision: Precision::F32,
+        reduced: Some(Precision::Bf16),
         checkpointing: false,
         kernels,
+        allocator: Allocator::Heap,
+        loss: None,
     }
 }
 

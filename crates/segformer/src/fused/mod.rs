@@ -112,6 +112,10 @@ pub(crate) fn apply<B: Backend, O: FusedOp<N>, const N: usize>(
         Route::CudaAutodiff | Route::CudaAutodiffBalanced => {
             unreachable!("fused::route returns burn-flex routes only")
         }
+        #[cfg(feature = "wgpu")]
+        Route::WgpuAutodiff | Route::WgpuAutodiffBalanced => {
+            unreachable!("fused::route returns burn-flex routes only")
+        }
     }
 }
 

@@ -9,8 +9,8 @@
 //! Unlike `crate::fused` (hand-written f32 loops for burn-flex), these are composed from burn
 //! tensor ops on the inner backend, so one implementation serves `Autodiff<I, C>` for any inner
 //! backend `I`. Autodiff backends are matched by type (the `TypeId` table of
-//! `crate::compute::Route`): burn-flex and, with the `cuda` feature, burn-cuda, each with and
-//! without activation checkpointing. A backend without autodiff runs the chunked forward
+//! `crate::compute::Route`): burn-flex and, with the `cuda` / `wgpu` features, burn-cuda and
+//! burn-wgpu, each with and without activation checkpointing. A backend without autodiff runs the chunked forward
 //! directly. `crate::ops` calls these where the model's kernels resolve to
 //! [`KernelPath::Recompute`](crate::KernelPath::Recompute) (or to `Fused` where no fused
 //! kernel serves the inputs), which [`Kernels::path`](crate::Kernels::path) grants exactly
@@ -88,6 +88,17 @@ pub(crate) fn apply<B: Backend, O: RecomputeOp<N>, const N: usize>(
         #[cfg(feature = "cuda")]
         Some(Route::CudaAutodiffBalanced) => same(apply_autodiff::<
             burn::backend::Cuda,
+            BalancedCheckpointing,
+            O,
+            N,
+        >(op, inputs.map(same))),
+        #[cfg(feature = "wgpu")]
+        Some(Route::WgpuAutodiff) => {
+            same(apply_autodiff::<burn::backend::Wgpu, NoCheckpointing, O, N>(op, inputs.map(same)))
+        }
+        #[cfg(feature = "wgpu")]
+        Some(Route::WgpuAutodiffBalanced) => same(apply_autodiff::<
+            burn::backend::Wgpu,
             BalancedCheckpointing,
             O,
             N,

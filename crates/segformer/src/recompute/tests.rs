@@ -1,6 +1,7 @@
 //! Each recomputing op against burn's composition of the same maths: outputs and the
 //! gradients of every input, on `Autodiff<Flex>` with and without activation checkpointing,
-//! in f32 and under bf16 autocast, with more rows than one chunk.
+//! in f32 and under bf16 autocast, with more rows than one chunk; and on `Autodiff<Wgpu>`
+//! (lavapipe in CI), where both sides run burn-wgpu's kernels.
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
@@ -9,7 +10,7 @@ use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
 use super::{CHUNK_ELEMENTS, attention, upsample_cross_entropy};
 use crate::ops::attention_composed;
-use crate::test_support::{assert_close, forward_backward, random};
+use crate::test_support::{assert_close, forward_backward, random_on};
 
 type A = Autodiff<Flex>;
 type AC = Autodiff<Flex, BalancedCheckpointing>;
@@ -22,9 +23,20 @@ fn attention_case<B: AutodiffBackend>(
     chunk: usize,
     tol: f32,
 ) {
-    let q = random::<B, 3>([2, n, 8 * heads], 7);
-    let k = random::<B, 3>([2, m, 8 * heads], 8) * 2.0;
-    let v = random::<B, 3>([2, m, 8 * heads], 9);
+    attention_case_on::<B>(heads, [n, m], compute, chunk, tol, &Default::default());
+}
+
+fn attention_case_on<B: AutodiffBackend>(
+    heads: usize,
+    [n, m]: [usize; 2],
+    compute: Option<FloatDType>,
+    chunk: usize,
+    tol: f32,
+    device: &B::Device,
+) {
+    let q = random_on::<B, 3>([2, n, 8 * heads], 7, device);
+    let k = random_on::<B, 3>([2, m, 8 * heads], 8, device) * 2.0;
+    let v = random_on::<B, 3>([2, m, 8 * heads], 9, device);
     let inputs = [q, k, v];
     let (ro, rg) = forward_backward(&inputs, |t| {
         let (q, k, v) = (t[0].clone(), t[1].clone(), t[2].clone());
@@ -62,9 +74,10 @@ fn attention_under_bf16_autocast_matches_the_composition() {
 
 #[test]
 fn attention_without_autodiff_runs_the_chunked_forward() {
-    let q = random::<Flex, 3>([1, 130, 32], 12);
-    let k = random::<Flex, 3>([1, 17, 32], 13);
-    let v = random::<Flex, 3>([1, 17, 32], 14);
+    let device = Default::default();
+    let q = random_on::<Flex, 3>([1, 130, 32], 12, &device);
+    let k = random_on::<Flex, 3>([1, 17, 32], 13, &device);
+    let v = random_on::<Flex, 3>([1, 17, 32], 14, &device);
     let r = attention(q.clone(), k.clone(), v.clone(), 2, None, CHUNK_ELEMENTS);
     let g = attention_composed(q, k, v, 2, None);
     assert_close("out", r, g, 1e-5);
@@ -84,11 +97,20 @@ fn cross_entropy_case<B: AutodiffBackend>(
     label_size: [usize; 2],
     rows: usize,
 ) {
+    cross_entropy_case_on::<B>(logit_size, label_size, rows, &Default::default());
+}
+
+fn cross_entropy_case_on<B: AutodiffBackend>(
+    logit_size: [usize; 2],
+    label_size: [usize; 2],
+    rows: usize,
+    device: &B::Device,
+) {
     let classes = 5;
-    let logits = random::<B, 4>([2, classes, logit_size[0], logit_size[1]], 60) * 3.0;
+    let logits = random_on::<B, 4>([2, classes, logit_size[0], logit_size[1]], 60, device) * 3.0;
     let labels = Tensor::<B, 3, Int>::from_data(
         TensorData::new(labels(label_size, 2), [2, label_size[0], label_size[1]]),
-        &Default::default(),
+        device,
     );
     let (ro, rg) = forward_backward::<B, 4, 1>(&[logits.clone()], |t| {
         let chunk = 2 * classes * label_size[1] * rows;
@@ -116,11 +138,43 @@ fn cross_entropy_matches_upsample_then_loss() {
 
 #[test]
 fn cross_entropy_of_all_ignored_pixels_is_zero() {
-    let logits = random::<A, 4>([1, 3, 2, 2], 1).require_grad();
+    let logits = random_on::<A, 4>([1, 3, 2, 2], 1, &Default::default()).require_grad();
     let labels = Tensor::<A, 3, Int>::full([1, 8, 8], 255, &Default::default());
     let loss = upsample_cross_entropy(&logits, &labels, 255, CHUNK_ELEMENTS);
     assert_eq!(loss.clone().into_scalar(), 0.0);
     let grads = loss.backward();
     let g = logits.grad(&grads).unwrap();
     assert_eq!(g.abs().max().into_scalar(), 0.0);
+}
+
+/// The same cases on burn-wgpu, where the recomputing ops run through their `Autodiff<Wgpu>`
+/// routes and burn's composition through burn-wgpu's own kernels.
+#[cfg(feature = "wgpu")]
+mod wgpu {
+    use burn::backend::Wgpu;
+
+    use super::*;
+    use crate::test_support::wgpu_device;
+
+    type W = Autodiff<Wgpu>;
+    type WC = Autodiff<Wgpu, BalancedCheckpointing>;
+
+    #[test]
+    fn attention_matches_the_composition_on_wgpu() {
+        let Some(device) = wgpu_device() else { return };
+        assert_eq!(
+            crate::compute::Route::of::<W>(),
+            Some(crate::compute::Route::WgpuAutodiff)
+        );
+        attention_case_on::<W>(2, [100, 37], None, 2 * 2 * 37 * 13, 1e-5, &device);
+        attention_case_on::<WC>(3, [300, 20], None, 2 * 3 * 20 * 50, 1e-5, &device);
+    }
+
+    #[test]
+    fn cross_entropy_matches_upsample_then_loss_on_wgpu() {
+        let Some(device) = wgpu_device() else { return };
+        cross_entropy_case_on::<W>([7, 6], [28, 24], 5, &device);
+        cross_entropy_case_on::<W>([5, 5], [17, 23], 5, &device);
+        cross_entropy_case_on::<WC>([7, 6], [28, 24], 3, &device);
+    }
 }

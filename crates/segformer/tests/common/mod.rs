@@ -79,6 +79,7 @@ pub fn assert_close(what: &str, ours: &TensorData, reference: &TensorData, tol: 
 }
 
 use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use segformer::Kernels;
 
@@ -87,12 +88,16 @@ type Train = Autodiff<Flex>;
 /// Eval-mode logits and every encoder stage output against `eval.*`, the layers run by
 /// `kernels`.
 pub fn check_eval(dir: &Path, kernels: Kernels) {
-    let device = Default::default();
-    let (model, report) = segformer::load_hf_dir::<Flex>(dir, &device).expect("load model dir");
+    check_eval_on::<Flex>(dir, kernels, &Default::default());
+}
+
+/// [`check_eval`] on backend `B`, tensors on `device`.
+pub fn check_eval_on<B: Backend>(dir: &Path, kernels: Kernels, device: &B::Device) {
+    let (model, report) = segformer::load_hf_dir::<B>(dir, device).expect("load model dir");
     assert!(report.is_exact(), "unexpected load report:\n{report}");
     let model = model.with_kernels(kernels);
     let exp = expected(dir);
-    let pixels = Tensor::<Flex, 4>::from_data(exp["pixel_values"].clone(), &device);
+    let pixels = Tensor::<B, 4>::from_data(exp["pixel_values"].clone(), device);
     let (logits, hidden) = model.forward_with_hidden_states(pixels);
     assert_close(
         "eval.logits",
@@ -130,12 +135,16 @@ fn zero_by_construction(name: &str) -> bool {
 /// One train-mode step under `Autodiff<Flex>`: loss, logits, every gradient and the
 /// BatchNorm running statistics against `train.*` / `grad.*`, the layers run by `kernels`.
 pub fn check_train(dir: &Path, kernels: Kernels) {
-    let device = Default::default();
-    let (model, _) = segformer::load_hf_dir::<Train>(dir, &device).expect("load model dir");
+    check_train_on::<Train>(dir, kernels, &Default::default());
+}
+
+/// [`check_train`] on the autodiff backend `B`, tensors on `device`.
+pub fn check_train_on<B: AutodiffBackend>(dir: &Path, kernels: Kernels, device: &B::Device) {
+    let (model, _) = segformer::load_hf_dir::<B>(dir, device).expect("load model dir");
     let model = model.with_kernels(kernels);
     let exp = expected(dir);
-    let pixels = Tensor::<Train, 4>::from_data(exp["pixel_values"].clone(), &device);
-    let labels = Tensor::<Train, 3, Int>::from_data(exp["labels"].clone(), &device);
+    let pixels = Tensor::<B, 4>::from_data(exp["pixel_values"].clone(), device);
+    let labels = Tensor::<B, 3, Int>::from_data(exp["labels"].clone(), device);
     let logits = model.forward(pixels);
     assert_close(
         "train.logits",
@@ -196,5 +205,23 @@ pub fn check_train(dir: &Path, kernels: Kernels) {
             &exp[&format!("train.buffer.{key}")],
             1e-5,
         );
+    }
+}
+
+/// The first wgpu adapter (lavapipe in CI), or `None` with a skip note where this machine has
+/// no Vulkan/Metal/DX12 adapter; under `CI=true` a missing adapter is a failure.
+pub fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {
+    match segformer::wgpu_adapter(0) {
+        Ok(adapter) => {
+            eprintln!("wgpu adapter: {adapter}, driver {}", adapter.driver);
+            Some(adapter.device)
+        }
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
+            "CI=true needs a wgpu adapter (Debian: apt-get install mesa-vulkan-drivers libvulkan1): {e}"
+        ),
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            None
+        }
     }
 }

@@ -125,6 +125,8 @@ pub fn predicted_for(
         batch,
         precision,
         checkpointing,
+        allocator: train::Allocator::Heap,
+        loss: None,
     })
     .peak_bytes()
 }
