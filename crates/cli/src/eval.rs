@@ -34,7 +34,7 @@ pub struct EvalArgs {
     /// The metrics are printed without and with it, from one pass over the data.
     #[arg(long, value_name = "POSES", default_value = "none")]
     pub tta: Tta,
-    /// Where the model runs: cpu, cuda or cuda:N.
+    /// Where the model runs: cpu, wgpu or wgpu:N (Vulkan/Metal/DX12), cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU

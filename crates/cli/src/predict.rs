@@ -80,7 +80,7 @@ pub struct PredictArgs {
     /// Hectares and polygons from the same pass.
     #[command(flatten)]
     pub answers: AnswerArgs,
-    /// Where the model runs: cpu, cuda or cuda:N.
+    /// Where the model runs: cpu, wgpu or wgpu:N (Vulkan/Metal/DX12), cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: DeviceArg,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
