@@ -90,7 +90,8 @@ impl Default for CogOptions {
 /// ```
 pub struct CogWriter {
     path: PathBuf,
-    out: tempfile::NamedTempFile,
+    /// The file, written at `finish` and renamed into place only when complete.
+    out: fsio::AtomicFile,
     shape: RasterShape,
     geo: Option<GeoRef>,
     options: CogOptions,
@@ -157,15 +158,8 @@ impl CogWriter {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        std::fs::create_dir_all(&dir).map_err(|e| TilesError::io(&dir, e))?;
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(".segfit-").suffix(".tmp");
-        // tempfile creates 0o600; ask for what `File::create` would give (umask applies).
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let out = builder
-            .tempfile_in(&dir)
-            .map_err(|e| TilesError::io(&dir, e))?;
+        // Creates the directory too; the levels' scratch files go beside it.
+        let out = fsio::AtomicFile::create(path)?;
 
         let mut sizes = vec![(shape.width, shape.height)];
         let (mut w, mut h) = (shape.width, shape.height);
@@ -292,7 +286,7 @@ impl CogWriter {
             let l = &self.levels[i];
             debug_assert_eq!(l.rows_out, l.height, "level {i} got every row");
         }
-        let file = self.out.as_file_mut();
+        let file = self.out.file_mut();
         let mut w = BufWriter::with_capacity(1 << 20, file);
         let levels = std::mem::take(&mut self.levels);
         if self.big {
@@ -311,13 +305,7 @@ impl CogWriter {
         }
         w.flush().map_err(|e| TilesError::io(&path, e))?;
         drop(w);
-        self.out
-            .as_file()
-            .sync_all()
-            .map_err(|e| TilesError::io(&path, e))?;
-        self.out
-            .persist(&path)
-            .map_err(|e| TilesError::io(&path, e.error))?;
+        self.out.commit()?;
         Ok(())
     }
 }
