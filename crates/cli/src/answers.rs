@@ -133,27 +133,21 @@ impl AnswerSpec {
         out_dir: &Path,
         stem: &str,
     ) -> Result<SceneAnswers> {
-        if self.stats.is_none() && self.vector.is_none() {
-            // Nothing asked: the georeferencing is not read (an odd transform stays fine).
-            return Ok(SceneAnswers {
-                stats: None,
-                vector: None,
-                grid: None,
-                width,
-                row: 0,
-                outlines: Vec::new(),
-                keep_outlines: false,
-            });
-        }
-        let grid = Grid::new(geo, width, height)
-            .with_context(|| format!("reading the georeferencing of {}", file.display()))?;
-        let vector = match &self.vector {
-            Some(spec) => {
+        // Nothing asked: the georeferencing is not even read (an odd transform stays fine).
+        let grid = if self.stats.is_none() && self.vector.is_none() {
+            None
+        } else {
+            let grid = Grid::new(geo, width, height)
+                .with_context(|| format!("reading the georeferencing of {}", file.display()))?;
+            Some(grid)
+        };
+        let vector = match (&self.vector, &grid) {
+            (Some(spec), Some(grid)) => {
                 let path = out_dir.join(format!("{stem}.geojson"));
                 let out = fsio::AtomicFile::create(&path)
                     .with_context(|| format!("writing {}", path.display()))?;
                 let writer =
-                    GeoJsonWriter::new(BufWriter::new(out), &grid, &self.names, &spec.options)
+                    GeoJsonWriter::new(BufWriter::new(out), grid, &self.names, &spec.options)
                         .with_context(|| {
                             format!(
                                 "{}: cannot write its polygons in the requested CRS",
@@ -165,10 +159,9 @@ impl AnswerSpec {
                     polygons,
                     writer,
                     path,
-                    regions: 0,
                 })
             }
-            None => None,
+            _ => None,
         };
         Ok(SceneAnswers {
             stats: self
@@ -176,11 +169,10 @@ impl AnswerSpec {
                 .as_ref()
                 .map(|_| ClassStats::new(self.names.clone())),
             vector,
-            grid: Some(grid),
+            grid,
             width,
             row: 0,
-            outlines: Vec::new(),
-            keep_outlines: false,
+            outlines: None,
         })
     }
 
@@ -205,15 +197,32 @@ pub struct SceneAnswers {
     grid: Option<Grid>,
     width: usize,
     row: usize,
-    outlines: Vec<Region>,
-    keep_outlines: bool,
+    /// The finished regions, kept for the overlay when asked ([`SceneAnswers::keep_outlines`]).
+    outlines: Option<Vec<Region>>,
 }
 
 struct VectorSink {
     polygons: Polygonizer,
-    writer: GeoJsonWriter<BufWriter<fsio::AtomicFile>>,
+    writer: GeoJsonFile,
     path: PathBuf,
-    regions: usize,
+}
+
+type GeoJsonFile = GeoJsonWriter<BufWriter<fsio::AtomicFile>>;
+
+/// Writes finished regions to `path`'s GeoJSON, keeping them in `outlines` when asked.
+fn write_regions(
+    writer: &mut GeoJsonFile,
+    path: &Path,
+    done: Vec<Region>,
+    outlines: &mut Option<Vec<Region>>,
+) -> Result<()> {
+    writer
+        .write(&done)
+        .with_context(|| format!("writing {}", path.display()))?;
+    if let Some(outlines) = outlines {
+        outlines.extend(done);
+    }
+    Ok(())
 }
 
 /// One input's finished answers.
@@ -222,14 +231,14 @@ pub struct Finished {
     pub stats: Option<(ClassStats, Grid)>,
     /// Its regions in pixel coordinates, when asked to keep them (for the overlay).
     pub outlines: Vec<Region>,
-    /// The GeoJSON written and how many polygons it holds.
-    pub geojson: Option<(PathBuf, usize)>,
+    /// The GeoJSON written and how many polygons it holds (after `--min-area`).
+    pub geojson: Option<(PathBuf, u64)>,
 }
 
 impl SceneAnswers {
     /// Keeps the finished regions (pixel coordinates) for drawing them on the overlay.
     pub fn keep_outlines(mut self) -> Self {
-        self.keep_outlines = true;
+        self.outlines = Some(Vec::new());
         self
     }
 
@@ -248,13 +257,7 @@ impl SceneAnswers {
         }
         if let Some(sink) = &mut self.vector {
             let done = sink.polygons.push_rows(classes, &confidence);
-            sink.regions += done.len();
-            sink.writer
-                .write(&done)
-                .with_context(|| format!("writing {}", sink.path.display()))?;
-            if self.keep_outlines {
-                self.outlines.extend(done);
-            }
+            write_regions(&mut sink.writer, &sink.path, done, &mut self.outlines)?;
         }
         self.row += plane / self.width.max(1);
         Ok(())
@@ -268,15 +271,10 @@ impl SceneAnswers {
                 polygons,
                 mut writer,
                 path,
-                mut regions,
             } = sink;
+            write_regions(&mut writer, &path, polygons.finish(), &mut self.outlines)?;
             let writing = || format!("writing {}", path.display());
-            let done = polygons.finish();
-            regions += done.len();
-            writer.write(&done).with_context(writing)?;
-            if self.keep_outlines {
-                self.outlines.extend(done);
-            }
+            let features = writer.features();
             let file = writer
                 .finish()
                 .with_context(writing)?
@@ -284,11 +282,11 @@ impl SceneAnswers {
                 .map_err(|e| e.into_error())
                 .with_context(writing)?;
             file.commit().with_context(writing)?;
-            geojson = Some((path, regions));
+            geojson = Some((path, features));
         }
         Ok(Finished {
             stats: self.stats.zip(self.grid),
-            outlines: self.outlines,
+            outlines: self.outlines.unwrap_or_default(),
             geojson,
         })
     }

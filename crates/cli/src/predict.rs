@@ -391,8 +391,8 @@ fn write_outputs(
 const OUTLINE: [u8; 3] = [255, 255, 0];
 
 /// Draws the rings of `regions` (pixel-corner coordinates, as `--vector` writes them before
-/// reprojection) one pixel wide onto an RGB `picture`: each ring edge marks the pixels just
-/// inside it, so the outline is the region's own border pixels.
+/// reprojection) onto an RGB `picture`: each unit pixel edge paints the two pixels it
+/// separates, a two-pixel line that reads well at any zoom.
 fn draw_outlines(picture: &mut Raster, regions: &[vector::Region]) {
     let (w, h) = (picture.width, picture.height);
     let RasterData::U8(rgb) = &mut picture.data else {
@@ -406,16 +406,13 @@ fn draw_outlines(picture: &mut Raster, regions: &[vector::Region]) {
     for ring in regions.iter().flat_map(|r| &r.rings) {
         for edge in ring.windows(2) {
             let ([x0, y0], [x1, y1]) = (edge[0], edge[1]);
-            // Pixel edges are axis-aligned unit steps along the corners' grid: walk them and
-            // paint the pixel on each side that lies inside the picture's region of the edge.
+            // Rings run along pixel edges (axis-aligned, whole pixels long): walk unit steps.
             let steps = (x1 - x0).abs().max((y1 - y0).abs()).round() as usize;
             for s in 0..steps {
                 let t = (s as f64 + 0.5) / steps as f64;
                 let (x, y) = (x0 + t * (x1 - x0), y0 + t * (y1 - y0));
-                // Walking a ring, the midpoint of a horizontal edge sits between rows y-1 and
-                // y; of a vertical edge between columns x-1 and x. Paint both neighbours' row
-                // or column clamped into the image: a two-pixel line that reads well at any
-                // zoom.
+                // A horizontal step's midpoint lies between rows y-1 and y, a vertical one's
+                // between columns x-1 and x; `paint` skips what falls outside the image.
                 if (y1 - y0).abs() < 0.5 {
                     let (px, py) = (x.floor() as usize, y.round() as usize);
                     paint(px, py);
