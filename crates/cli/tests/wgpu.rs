@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{ok, read_npy, s, write_npy};
+use common::{ok, raw_logits_diff_from_hf};
 
 /// Whether this machine has a wgpu adapter (else a skip note, or a failure under `CI=true`).
 fn have_adapter() -> bool {
@@ -28,44 +26,7 @@ fn predict_on_wgpu_gives_hf_logits() {
     if !have_adapter() {
         return;
     }
-    let fixture = common::fixture();
-    let bytes = std::fs::read(fixture.join("expected.safetensors")).unwrap();
-    let expected = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let f32s = |name: &str| {
-        let view = expected.tensor(name).unwrap();
-        let data: Vec<f32> = view
-            .data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        (view.shape().to_vec(), data)
-    };
-    let (pv_shape, pv) = f32s("pixel_values");
-    let (hf_shape, hf_logits) = f32s("eval.logits");
-    let tmp = tempfile::tempdir().unwrap();
-    let (pv_path, out) = (tmp.path().join("pv.npy"), tmp.path().join("logits.npy"));
-    write_npy(&pv_path, &pv_shape, &pv);
-    ok(&[
-        "predict",
-        "--device",
-        "wgpu",
-        "--model",
-        s(&fixture),
-        "--pixel-values",
-        s(&pv_path),
-        "--raw-logits",
-        "--logits",
-        s(&out),
-        "--output",
-        s(tmp.path()),
-    ]);
-    let (shape, logits) = read_npy(Path::new(&out));
-    assert_eq!(shape, hf_shape);
-    let diff = logits
-        .iter()
-        .zip(&hf_logits)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0f32, f32::max);
+    let diff = raw_logits_diff_from_hf(&["--device", "wgpu"]);
     assert!(diff < 1e-4, "logits differ from transformers by {diff}");
 }
 

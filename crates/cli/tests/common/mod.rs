@@ -42,6 +42,49 @@ pub fn predict_ok(model: &Path, input: &Path, output: &Path, extra: &[&str]) -> 
     ok(&[&base[..], extra].concat())
 }
 
+/// Runs `predict --pixel-values … --raw-logits` (plus `extra`, e.g. a `--device`) on the tiny
+/// fixture's pixel values and returns the largest difference from HF transformers' logits for
+/// them (`SegformerForSemanticSegmentation(...).eval()(pixel_values).logits`, in the fixture).
+pub fn raw_logits_diff_from_hf(extra: &[&str]) -> f32 {
+    let fixture = fixture();
+    let bytes = std::fs::read(fixture.join("expected.safetensors")).unwrap();
+    let expected = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let f32s = |name: &str| {
+        let view = expected.tensor(name).unwrap();
+        let data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        (view.shape().to_vec(), data)
+    };
+    let (pv_shape, pv) = f32s("pixel_values");
+    let (hf_shape, hf_logits) = f32s("eval.logits");
+    let tmp = tempfile::tempdir().unwrap();
+    let (pv_path, out) = (tmp.path().join("pv.npy"), tmp.path().join("logits.npy"));
+    write_npy(&pv_path, &pv_shape, &pv);
+    let base = [
+        "predict",
+        "--model",
+        s(&fixture),
+        "--pixel-values",
+        s(&pv_path),
+        "--raw-logits",
+        "--logits",
+        s(&out),
+        "--output",
+        s(tmp.path()),
+    ];
+    ok(&[&base[..], extra].concat());
+    let (shape, logits) = read_npy(&out);
+    assert_eq!(shape, hf_shape);
+    logits
+        .iter()
+        .zip(&hf_logits)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max)
+}
+
 /// A temp path as the `&str` an argument list wants.
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
