@@ -19,9 +19,10 @@ pub fn run(args: &[String]) -> Result<()> {
         "memory" => ("train", "bench_memory"),
         "pipeline" => ("augment", "bench"),
         "predict" => return crate::bench_predict::run(rest),
+        "train" => return crate::bench_train::run(rest),
         other => bail!(
-            "unknown benchmark `{other}`; use `cargo xtask bench speed`, `memory`, `pipeline` \
-             or `predict`"
+            "unknown benchmark `{other}`; use `cargo xtask bench speed`, `memory`, `pipeline`, \
+             `predict` or `train`"
         ),
     };
     // `bench memory --cuda` / `--wgpu` measure on a GPU backend: build it in.

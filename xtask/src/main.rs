@@ -5,10 +5,12 @@
 //!   (the same code as `segfit prepare`; other flags are passed through).
 //! - `cargo xtask train [--config FILE] [--set K=V…] [--device D]`: prepares the synthetic set
 //!   when the config's data is missing, then trains into `runs/<config name>`.
-//! - `cargo xtask bench speed|memory|pipeline|predict [ARGS…]`: the benchmarks, in release.
+//! - `cargo xtask bench speed|memory|pipeline|predict|train [ARGS…]`: the benchmarks (in
+//!   release, but `train`, which times `cargo xtask train`'s own dev build).
 
 mod bench;
 mod bench_predict;
+mod bench_train;
 mod prepare;
 mod segfit;
 mod train;
@@ -52,7 +54,10 @@ commands:
                      `segfit predict` on 4-band u16 GeoTIFF scenes (MiT-B0, window 512,
                      overlap 128): wall time, MP/s and peak RSS, next to
                      crates/cli/bench/pytorch_predict.py when PY (default python3) has torch +
-                     transformers + tifffile, and the share of pixels whose classes agree";
+                     transformers + tifffile, and the share of pixels whose classes agree
+  bench train [--json FILE] [--keep DIR]
+                     `cargo xtask train`'s default run, timed (wall time, peak RSS, mIoU per
+                     epoch; crates/train/bench-xtask-train.json is its artifact)";
 
 /// The workspace root (xtask lives one level below it).
 pub fn project_root() -> PathBuf {
