@@ -197,4 +197,49 @@ mod tests {
         hsv_shift(&mut d, 60.0, 0.0, 0.0);
         assert_eq!(d, RasterData::U8(vec![0, 255, 0]));
     }
+
+    #[test]
+    fn eight_bit_hsv_is_the_float_hsv_rounded() {
+        // Independent of OpenCV's tables: hue/2 and 255·s from the float formula, over a grid
+        // of colours; the fixed-point divisions may land one step off where the exact value
+        // is within rounding distance of a half.
+        let sdiv: [i32; 256] = std::array::from_fn(|i| {
+            if i == 0 {
+                0
+            } else {
+                ((255 << HSV_SHIFT) as f64 / i as f64).round_ties_even() as i32
+            }
+        });
+        let hdiv: [i32; 256] = std::array::from_fn(|i| {
+            if i == 0 {
+                0
+            } else {
+                ((180 << HSV_SHIFT) as f64 / (6.0 * i as f64)).round_ties_even() as i32
+            }
+        });
+        for r in (0..=255u8).step_by(15) {
+            for g in (0..=255u8).step_by(17) {
+                for b in (0..=255u8).step_by(51) {
+                    let (h, s, v) = rgb_to_hsv_u8(&[r, g, b], &sdiv, &hdiv);
+                    let (fh, fs, fv) =
+                        rgb_to_hsv(r as f32 / 255.0, g as f32 / 255.0, b as f32 / 255.0);
+                    let want_h = (fh / 2.0).round() as i32 % 180;
+                    let dh = (h as i32 - want_h).rem_euclid(180);
+                    assert!(dh.min(180 - dh) <= 1, "{r},{g},{b}: h {h} vs {want_h}");
+                    assert!(
+                        (s as f32 - fs * 255.0).abs() <= 1.0,
+                        "{r},{g},{b}: s {s} vs {}",
+                        fs * 255.0
+                    );
+                    assert_eq!(v as f32, (fv * 255.0).round(), "{r},{g},{b}: v");
+                    // And back: hue in 2° steps is off by up to 1°, which moves a channel by up
+                    // to 255 / 60 ≈ 4.3 levels.
+                    let back = hsv_to_rgb_u8(h, s, v);
+                    for (x, y) in back.iter().zip([r, g, b]) {
+                        assert!(x.abs_diff(y) <= 5, "{r},{g},{b} -> {back:?}");
+                    }
+                }
+            }
+        }
+    }
 }
