@@ -55,6 +55,7 @@
 
 mod error;
 mod geometric;
+mod hsv;
 mod limit;
 mod photometric;
 mod pil;

@@ -74,72 +74,6 @@ pub(crate) fn mean(data: &RasterData) -> f32 {
     }
 }
 
-/// RGB (each in `[0, 1]`) to HSV with hue in degrees `[0, 360)`.
-fn rgb_to_hsv(r: f32, g: f32, b: f32) -> (f32, f32, f32) {
-    let max = r.max(g).max(b);
-    let min = r.min(g).min(b);
-    let delta = max - min;
-    let h = if delta == 0.0 {
-        0.0
-    } else if max == r {
-        60.0 * ((g - b) / delta)
-    } else if max == g {
-        60.0 * ((b - r) / delta) + 120.0
-    } else {
-        60.0 * ((r - g) / delta) + 240.0
-    };
-    let s = if max == 0.0 { 0.0 } else { delta / max };
-    (h.rem_euclid(360.0), s, max)
-}
-
-fn hsv_to_rgb(h: f32, s: f32, v: f32) -> (f32, f32, f32) {
-    let c = v * s;
-    let hp = h / 60.0;
-    let x = c * (1.0 - (hp.rem_euclid(2.0) - 1.0).abs());
-    let (r, g, b) = match hp as u32 {
-        0 => (c, x, 0.0),
-        1 => (x, c, 0.0),
-        2 => (0.0, c, x),
-        3 => (0.0, x, c),
-        4 => (x, 0.0, c),
-        _ => (c, 0.0, x),
-    };
-    let m = v - c;
-    (r + m, g + m, b + m)
-}
-
-/// Shift hue by `hue_deg` degrees and add `sat`, `val` (fractions of full scale) to saturation
-/// and value, on a 3-band RGB image `[H, W, 3]`.
-pub(crate) fn hsv_shift(data: &mut RasterData, hue_deg: f32, sat: f32, val: f32) {
-    fn run<T: Pixel>(v: &mut [T], hue: f32, sat: f32, val: f32) {
-        let scale = T::MAX;
-        for px in v.as_chunks_mut::<3>().0 {
-            let (h, s, vv) = rgb_to_hsv(
-                px[0].to_f32() / scale,
-                px[1].to_f32() / scale,
-                px[2].to_f32() / scale,
-            );
-            let (r, g, b) = hsv_to_rgb(
-                (h + hue).rem_euclid(360.0),
-                (s + sat).clamp(0.0, 1.0),
-                (vv + val).clamp(0.0, 1.0),
-            );
-            for (o, c) in px.iter_mut().zip([r, g, b]) {
-                *o = T::from_f32(if T::INTEGER {
-                    (c * scale).clamp(0.0, scale)
-                } else {
-                    c * scale
-                });
-            }
-        }
-    }
-    match data {
-        RasterData::U8(v) => run(v, hue_deg, sat, val),
-        RasterData::U16(v) => run(v, hue_deg, sat, val),
-        RasterData::F32(v) => run(v, hue_deg, sat, val),
-    }
-}
-
 /// Add Gaussian noise with standard deviation `std` and mean `mean` (both in sample units);
 /// one draw per sample when `per_channel`, else one per pixel shared by its bands.
 pub(crate) fn gauss_noise(
@@ -329,29 +263,6 @@ pub(crate) fn imagenet_std() -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hsv_round_trips_primary_and_grey_colours() {
-        for rgb in [
-            (1.0, 0.0, 0.0),
-            (0.2, 0.8, 0.4),
-            (0.5, 0.5, 0.5),
-            (0.1, 0.2, 0.9),
-        ] {
-            let (h, s, v) = rgb_to_hsv(rgb.0, rgb.1, rgb.2);
-            let back = hsv_to_rgb(h, s, v);
-            assert!(
-                (back.0 - rgb.0).abs() < 1e-5
-                    && (back.1 - rgb.1).abs() < 1e-5
-                    && (back.2 - rgb.2).abs() < 1e-5,
-                "{rgb:?} -> {back:?}"
-            );
-        }
-        // Pure red rotated by 120° is pure green.
-        let mut d = RasterData::U8(vec![255, 0, 0]);
-        hsv_shift(&mut d, 120.0, 0.0, 0.0);
-        assert_eq!(d, RasterData::U8(vec![0, 255, 0]));
-    }
 
     #[test]
     fn blur_keeps_constant_images_and_mass() {

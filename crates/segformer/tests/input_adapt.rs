@@ -43,9 +43,7 @@ fn model_tensor(model: &segformer::Segformer<Flex>, key: &str) -> TensorData {
 #[test]
 #[allow(clippy::needless_range_loop)] // index loops read like the rules
 fn adapted_kernels_follow_each_rule_on_the_fixture() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     let (rgb, shape) = rgb_kernel(&dir);
     let base = segformer::read_config(&dir).unwrap();
     for bands in [1usize, 2, 4, 13] {
@@ -100,9 +98,7 @@ fn adapted_kernels_follow_each_rule_on_the_fixture() {
 
 #[test]
 fn other_tensors_load_as_with_three_bands() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     let (rgb, _) = segformer::load_hf_dir::<Flex>(&dir, &device).unwrap();
     let config = segformer::read_config(&dir).unwrap().with_num_channels(4);
@@ -121,13 +117,12 @@ fn other_tensors_load_as_with_three_bands() {
     assert!(report.adapted.is_empty() && report.is_exact());
 }
 
+#[testkit::needs_fixtures]
 #[test]
 fn mit_b0_encoder_adapts_to_sentinel2_bands() {
     // The real ImageNet encoder (pytorch_model.bin), 13 bands: the 3-band kernel as our
     // (parity-tested) loader reads it, cycled and scaled by 3/13.
-    let Some(dir) = common::fixture("mit-b0-encoder") else {
-        return;
-    };
+    let dir = testkit::fixture("mit-b0-encoder");
     let device = Default::default();
     let names: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
     let rgb_config = SegformerConfig::mit_b0().with_labels(names.clone());

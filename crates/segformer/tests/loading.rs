@@ -55,9 +55,7 @@ fn rewrite(dir: &Path, out: &Path, edit: impl Fn(&str) -> Edit) {
 
 #[test]
 fn other_num_labels_reinitialises_only_the_classifier() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     let config = segformer::read_config(&dir).unwrap().with_num_labels(5);
     let (model, report) = segformer::load_pretrained::<Flex>(&dir, &config, &device).unwrap();
@@ -86,9 +84,7 @@ fn other_num_labels_reinitialises_only_the_classifier() {
 
 #[test]
 fn missing_encoder_tensor_is_an_error_naming_the_key() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     let out = tempfile::tempdir().unwrap();
     let victim = "segformer.stages.2.blocks.0.mlp.fc2.weight";
     rewrite(&dir, out.path(), |k| {
@@ -105,9 +101,7 @@ fn missing_encoder_tensor_is_an_error_naming_the_key() {
 
 #[test]
 fn misshaped_encoder_tensor_is_an_error_with_both_shapes() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     // A 5×5 patch embedding cannot take the 7×7 one (another band count is adapted instead,
     // see tests/input_adapt.rs).

@@ -10,7 +10,7 @@ use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 type Train = Autodiff<Flex>;
 
 fn logits(dtype: Option<FloatDType>) -> (TensorData, TensorData) {
-    let dir = common::fixture("segformer-tiny").unwrap();
+    let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     let (model, _) = segformer::load_hf_dir::<Flex>(&dir, &device).unwrap();
     let model = model.with_compute_dtype(dtype);
@@ -26,7 +26,7 @@ fn logits(dtype: Option<FloatDType>) -> (TensorData, TensorData) {
 }
 
 fn gradients(dtype: Option<FloatDType>) -> HashMap<String, TensorData> {
-    let dir = common::fixture("segformer-tiny").unwrap();
+    let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     let (model, _) = segformer::load_hf_dir::<Train>(&dir, &device).unwrap();
     let model = model.with_compute_dtype(dtype);
@@ -43,23 +43,17 @@ fn gradients(dtype: Option<FloatDType>) -> HashMap<String, TensorData> {
 
 #[test]
 fn bf16_logits_are_close_to_f32() {
-    if common::fixture("segformer-tiny").is_none() {
-        return;
-    }
     let (bf16, reference) = logits(Some(FloatDType::BF16));
     let (f32_out, _) = logits(None);
     let err = common::rel_err("bf16 logits", &bf16, &reference);
     eprintln!("bf16 logits relative error vs HF f32: {err:.3e}");
     assert!(err < 3e-2, "bf16 logits relative error {err:.3e}");
     assert!(err > 1e-6, "bf16 should actually round (error {err:.3e})");
-    common::assert_close("f32 logits", &f32_out, &reference, 1e-4);
+    common::assert_close("f32 logits", &f32_out, &reference, common::EVAL);
 }
 
 #[test]
 fn bf16_gradients_are_close_to_f32() {
-    if common::fixture("segformer-tiny").is_none() {
-        return;
-    }
     let full = gradients(None);
     let half = gradients(Some(FloatDType::BF16));
     let (mut diff, mut norm) = (0.0f64, 0.0f64);

@@ -7,29 +7,26 @@ use burn::backend::Flex;
 use burn::tensor::Tensor;
 use segformer::SegformerConfig;
 
+#[testkit::needs_fixtures]
 #[test]
 fn b0_eval_matches_hf() {
-    let Some(dir) = common::fixture("segformer-b0") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-b0");
     common::check_eval(&dir, segformer::Kernels::Auto);
 }
 
+#[testkit::needs_fixtures]
 #[test]
 fn b0_train_step_matches_hf() {
-    let Some(dir) = common::fixture("segformer-b0") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-b0");
     common::check_train(&dir, segformer::Kernels::Auto);
 }
 
 /// An ImageNet MiT-B0 classification checkpoint (original names, `.bin`) into a 2-class
 /// segmentation model: encoder loaded, head fresh, `classifier.*` reported unused.
+#[testkit::needs_fixtures]
 #[test]
 fn mit_b0_encoder_loads_into_two_class_model() {
-    let Some(dir) = common::fixture("mit-b0-encoder") else {
-        return;
-    };
+    let dir = testkit::fixture("mit-b0-encoder");
     let device = Default::default();
     let config = SegformerConfig::mit_b0().with_num_labels(2);
     let (model, report) = segformer::load_pretrained::<Flex>(&dir, &config, &device).unwrap();
@@ -60,6 +57,6 @@ fn mit_b0_encoder_loads_into_two_class_model() {
     assert_eq!(logits.dims(), [1, 2, 16, 16]);
     for (i, h) in hidden.into_iter().enumerate() {
         let key = format!("encoder.hidden_state.{i}");
-        common::assert_close(&key, &h.into_data(), &exp[&key], 1e-4);
+        common::assert_close(&key, &h.into_data(), &exp[&key], common::EVAL);
     }
 }

@@ -8,26 +8,21 @@ mod common;
 
 #[test]
 fn tiny_train_step_matches_hf_without_fused_kernels() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     common::check_eval(&dir, Kernels::Recompute);
     common::check_train(&dir, Kernels::Recompute);
 }
 
+#[testkit::needs_fixtures]
 #[test]
 fn b0_train_step_matches_hf_without_fused_kernels() {
-    let Some(dir) = common::fixture("segformer-b0") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-b0");
     common::check_train(&dir, Kernels::Recompute);
 }
 
 #[test]
 fn tiny_train_step_matches_hf_with_burns_composition() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     common::check_eval(&dir, Kernels::Composed);
     common::check_train(&dir, Kernels::Composed);
 }

@@ -9,17 +9,13 @@ use burn::tensor::TensorData;
 
 #[test]
 fn tiny_eval_matches_hf() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     common::check_eval(&dir, segformer::Kernels::Auto);
 }
 
 #[test]
 fn tiny_train_step_matches_hf() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     common::check_train(&dir, segformer::Kernels::Auto);
 }
 
@@ -30,9 +26,7 @@ fn state(model: &segformer::Segformer<Flex>) -> HashMap<String, TensorData> {
 /// `model.safetensors` (5.x names) and `pytorch_model.bin` (original names) hold the same model.
 #[test]
 fn tiny_loads_identically_from_safetensors_and_bin() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     let (from_st, report) = segformer::load_hf_dir::<Flex>(&dir, &device).unwrap();
     assert!(report.is_exact(), "{report}");
@@ -63,9 +57,7 @@ fn tiny_loads_identically_from_safetensors_and_bin() {
 /// load → save → load is exact, and the saved file uses the original key names.
 #[test]
 fn save_round_trip_is_bit_exact() {
-    let Some(dir) = common::fixture("segformer-tiny") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     let (model, _) = segformer::load_hf_dir::<Flex>(&dir, &device).unwrap();
     let out = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@ fn tiny_eval_and_train_step_match_hf_on_wgpu() {
     let Some(device) = common::wgpu_device() else {
         return;
     };
-    let dir = common::fixture("segformer-tiny").expect("the tiny fixture is in the repository");
+    let dir = testkit::fixture("segformer-tiny");
     // `auto` takes the recomputing path on burn-wgpu, as on burn-cuda.
     assert_eq!(
         Kernels::Auto.path_for::<Train>(&device),
@@ -31,7 +31,7 @@ fn tiny_train_step_matches_hf_on_wgpu_with_checkpointing() {
     let Some(device) = common::wgpu_device() else {
         return;
     };
-    let dir = common::fixture("segformer-tiny").expect("the tiny fixture is in the repository");
+    let dir = testkit::fixture("segformer-tiny");
     type Balanced = Autodiff<Wgpu, BalancedCheckpointing>;
     assert_eq!(
         Kernels::Auto.path_for::<Balanced>(&device),
@@ -45,18 +45,17 @@ fn tiny_train_step_matches_hf_on_wgpu_with_burns_composition() {
     let Some(device) = common::wgpu_device() else {
         return;
     };
-    let dir = common::fixture("segformer-tiny").expect("the tiny fixture is in the repository");
+    let dir = testkit::fixture("segformer-tiny");
     common::check_train_on::<Train>(&dir, Kernels::Composed, &device);
 }
 
+#[testkit::needs_fixtures]
 #[test]
 fn b0_eval_and_train_step_match_hf_on_wgpu() {
     let Some(device) = common::wgpu_device() else {
         return;
     };
-    let Some(dir) = common::fixture("segformer-b0") else {
-        return;
-    };
+    let dir = testkit::fixture("segformer-b0");
     common::check_eval_on::<Wgpu>(&dir, Kernels::Auto, &device);
     common::check_train_on::<Train>(&dir, Kernels::Auto, &device);
 }

@@ -1,15 +1,8 @@
 //! Against HF transformers' own output: the `processor-reduce-labels` fixture holds a PIL-written
 //! mask and the labels `SegformerImageProcessor(do_reduce_labels=True)` made from it.
 
-use std::path::PathBuf;
-
+use testkit::fixture;
 use tiles::{LabelMap, read_mask};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/fixtures")
-        .join(name)
-}
 
 #[test]
 fn reduce_labels_matches_hf_on_a_pil_written_mask() {

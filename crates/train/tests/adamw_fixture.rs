@@ -2,7 +2,6 @@
 //! torch 2.15): every parameter within 1e-5 relative.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::GradientsParams;
@@ -11,10 +10,6 @@ use safetensors::SafeTensors;
 use train::{AdamW, AdamWConfig};
 
 type B = Autodiff<Flex>;
-
-fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny")
-}
 
 fn read(st: &SafeTensors, name: &str) -> (Vec<f32>, Vec<usize>) {
     let v = st
@@ -44,7 +39,7 @@ fn rel_err(a: &[f32], b: &[f32]) -> f64 {
 
 #[test]
 fn one_adamw_step_matches_torch() {
-    let dir = fixture_dir();
+    let dir = testkit::fixture("segformer-tiny");
     let bytes = std::fs::read(dir.join("expected.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let case: serde_json::Value =

@@ -2,7 +2,6 @@
 //! scaler skip the step and halve the scale, and bf16 training learns.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::GradientsParams;
@@ -14,8 +13,7 @@ use train::{AdamW, AdamWConfig, GradScaler, RunOptions, TrainConfig};
 type B = Autodiff<Flex>;
 
 fn fixture() -> (Segformer<B>, Tensor<B, 4>, Tensor<B, 3, Int>) {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny");
+    let dir = testkit::fixture("segformer-tiny");
     let bytes = std::fs::read(dir.join("expected.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let device = Default::default();

@@ -24,7 +24,7 @@ fn dataset(dir: &Path) -> PathBuf {
 }
 
 fn tiny_fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny")
+    testkit::fixture("segformer-tiny")
 }
 
 #[test]

@@ -162,11 +162,11 @@ impl Transform for HueSaturationValue {
         let (s0, s1) = self.sat_shift_limit.symmetric();
         let (v0, v1) = self.val_shift_limit.symmetric();
         let (hue, sat, val) = (
-            rng.uniform(h0, h1) * 2.0,
-            rng.uniform(s0, s1) / 255.0,
-            rng.uniform(v0, v1) / 255.0,
+            rng.uniform(h0, h1),
+            rng.uniform(s0, s1),
+            rng.uniform(v0, v1),
         );
-        photo::hsv_shift(&mut item.image.data, hue, sat, val);
+        crate::hsv::hsv_shift(&mut item.image.data, hue, sat, val);
         Ok(())
     }
 }

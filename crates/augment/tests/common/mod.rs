@@ -7,11 +7,9 @@ use augment::Pipeline;
 use raster::{Mask, Raster, RasterData};
 use safetensors::{Dtype, SafeTensors};
 
-/// `tests/data/fixtures/<case>` at the workspace root.
+/// Fixture `case` (`testkit::fixture`: the shared fixtures, else the repository's copy).
 pub fn fixture_dir(case: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/fixtures")
-        .join(case)
+    testkit::fixture(case)
 }
 
 /// The tensors of one fixture file, kept as raw bytes plus shape.

@@ -92,7 +92,7 @@ pub fn s(p: &Path) -> &str {
 
 /// The tiny HF fixture: 3 classes, 3 channels.
 pub fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures/segformer-tiny")
+    testkit::fixture("segformer-tiny")
 }
 
 /// A copy of the tiny fixture in `dir/name` whose classifier (`decode_head.classifier`) is

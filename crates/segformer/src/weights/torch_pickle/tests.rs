@@ -1,7 +1,5 @@
 //! Tests of the `torch.save` reader against torch-written fixtures and hand-built archives.
 
-use std::path::{Path, PathBuf};
-
 use burn::backend::Flex;
 use burn::tensor::f16;
 use burn::tensor::{DType, TensorData};
@@ -9,12 +7,8 @@ use burn::tensor::{DType, TensorData};
 use super::{read, zip};
 use crate::weights::{files, hf_state_dict, names, read_config};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn tiny_bin() -> Vec<u8> {
-    std::fs::read(workspace().join("tests/data/fixtures/segformer-tiny/pytorch_model.bin"))
+    std::fs::read(testkit::fixture("segformer-tiny").join("pytorch_model.bin"))
         .expect("the segformer-tiny fixture is checked in")
 }
 
@@ -210,7 +204,7 @@ fn torch_zip(pkl: &[u8], storages: &[(&str, &[u8])], zip64: bool) -> Vec<u8> {
 
 #[test]
 fn tiny_bin_is_bit_identical_to_its_safetensors() {
-    let st = workspace().join("tests/data/fixtures/segformer-tiny/model.safetensors");
+    let st = testkit::fixture("segformer-tiny").join("model.safetensors");
     let expected = files::read_safetensors(&st).unwrap();
     let loaded = read_ok(&tiny_bin());
     assert_eq!(loaded.len(), expected.len(), "tensor count");
@@ -232,16 +226,12 @@ fn tiny_bin_is_bit_identical_to_its_safetensors() {
 
 /// The ImageNet MiT-B0 classifier (original names): every encoder tensor with the shape our
 /// B0 model has, plus the classifier's weight and bias.
+#[testkit::needs_fixtures]
 #[test]
 fn mit_b0_encoder_bin_has_every_encoder_tensor_with_model_shapes() {
-    let root = std::env::var("SEGFIT_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace().join("../shared/fixtures"));
-    let dir = root.join("mit-b0-encoder");
-    let Ok(bytes) = std::fs::read(dir.join("pytorch_model.bin")) else {
-        eprintln!("skipping: {} not found", dir.display());
-        return;
-    };
+    let dir = testkit::fixture("mit-b0-encoder");
+    let bytes =
+        std::fs::read(dir.join("pytorch_model.bin")).expect("mit-b0-encoder/pytorch_model.bin");
     let loaded: std::collections::HashMap<String, TensorData> = read_ok(&bytes)
         .into_iter()
         .map(|(key, data)| (names::to_current(&key), data))

@@ -1,0 +1,146 @@
+//! Test-only helpers shared by segfit's test suites: the one fixture lookup, and
+//! [`needs_fixtures`], which marks a test that needs the shared fixtures (`segformer-b0`,
+//! `mit-b0-encoder`) ignored where they are absent, so that `cargo test` reports it as
+//! ignored with the reason instead of passing it silently.
+//!
+//! Fixtures live in `$SEGFIT_FIXTURES` when it is set, else in `<workspace>/../shared/fixtures`;
+//! the small cases are also copied into `<workspace>/tests/data/fixtures`, so tests that only
+//! need those always run. With `CI=true` nothing is ignored: a missing fixture fails its test.
+//!
+//! ```no_run
+//! #[testkit::needs_fixtures]
+//! #[test]
+//! fn b0_parity() {
+//!     let dir = testkit::fixture("segformer-b0"); // panics with the places tried if missing
+//!     # let _ = dir;
+//! }
+//! ```
+#![deny(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+mod locate;
+
+pub use locate::{Fixtures, Missing, Shared, ci_flag};
+/// Marks a test ignored (with the reason) when the shared fixtures were absent at build
+/// time and `CI` is not `true`; otherwise leaves it unchanged. Put it above `#[test]`.
+pub use testkit_macros::needs_fixtures;
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory of fixture `case` ([`Fixtures::find`] with this process's environment).
+///
+/// # Panics
+/// When the case is missing, naming every place tried: under `CI=true` always a failure;
+/// elsewhere a test that needs the shared fixtures should carry [`needs_fixtures`] so that it
+/// never gets here.
+pub fn fixture(case: &str) -> PathBuf {
+    Fixtures::from_env(&workspace())
+        .find(case)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Whether this process runs under `CI=true` (for other required resources, e.g. a GPU
+/// adapter, whose absence must fail there too).
+pub fn is_ci() -> bool {
+    ci_flag(std::env::var("CI").ok().as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(env_root: Option<PathBuf>, workspace: &Path, ci: bool) -> Fixtures {
+        Fixtures {
+            env_root,
+            workspace: workspace.to_path_buf(),
+            ci,
+        }
+    }
+
+    /// `<tmp>/ws` (with `tests/data/fixtures/small`) beside `<tmp>/shared/fixtures/big`.
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("tests/data/fixtures/small")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("shared/fixtures/big")).unwrap();
+        (tmp, ws)
+    }
+
+    #[test]
+    fn finds_shared_cases_and_falls_back_to_the_repository_copy() {
+        let (_tmp, ws) = tree();
+        let f = lookup(None, &ws, false);
+        assert_eq!(
+            f.find("big").unwrap(),
+            ws.join("../shared/fixtures/big"),
+            "the shared root next to the workspace"
+        );
+        assert_eq!(
+            f.find("small").unwrap(),
+            ws.join("tests/data/fixtures/small")
+        );
+        assert!(matches!(f.shared(), Shared::Present(_)));
+    }
+
+    #[test]
+    fn the_environment_root_replaces_the_default_one() {
+        let (tmp, ws) = tree();
+        let other = tmp.path().join("elsewhere");
+        std::fs::create_dir_all(other.join("big")).unwrap();
+        assert_eq!(
+            lookup(Some(other.clone()), &ws, false).find("big").unwrap(),
+            other.join("big")
+        );
+        // A missing $SEGFIT_FIXTURES does not fall back to ../shared: the shared cases are
+        // missing, the repository's copies still found.
+        let gone = lookup(Some(tmp.path().join("nonexistent")), &ws, false);
+        assert!(gone.find("big").is_err());
+        assert!(gone.find("small").is_ok());
+        assert!(matches!(gone.shared(), Shared::Skip(_)));
+    }
+
+    #[test]
+    fn a_missing_case_skips_locally_and_fails_under_ci() {
+        let (tmp, ws) = tree();
+        let none = Some(tmp.path().join("nonexistent"));
+        let local = lookup(none.clone(), &ws, false);
+        let Shared::Skip(reason) = local.shared() else {
+            panic!("expected a skip, got {:?}", local.shared())
+        };
+        assert!(
+            reason.contains("nonexistent") && reason.contains("SEGFIT_FIXTURES"),
+            "{reason}"
+        );
+        let ci = lookup(none, &ws, true);
+        assert_eq!(
+            ci.shared(),
+            Shared::Required(tmp.path().join("nonexistent"))
+        );
+        let err = ci.find("big").unwrap_err();
+        assert_eq!(err.tried.len(), 2);
+        assert!(err.ci && err.to_string().contains("CI=true"), "{err}");
+        let panic = std::panic::catch_unwind(|| {
+            ci.find("big").unwrap_or_else(|e| panic!("{e}"));
+        });
+        assert!(panic.is_err());
+    }
+
+    #[test]
+    fn ci_flag_values() {
+        for (v, want) in [
+            (None, false),
+            (Some(""), false),
+            (Some("false"), false),
+            (Some("0"), false),
+            (Some("true"), true),
+            (Some("TRUE"), true),
+            (Some("1"), true),
+        ] {
+            assert_eq!(ci_flag(v), want, "{v:?}");
+        }
+    }
+}
