@@ -70,6 +70,7 @@ mod prepare;
 mod scenes;
 mod stats;
 mod synthetic;
+mod texture;
 mod tiff_read;
 mod tiff_write;
 
@@ -86,6 +87,7 @@ pub use raster::{GeoRef, Mask, Raster, RasterData, Sample, SampleKind};
 pub use scenes::{SceneOptions, prepare_scenes};
 pub use stats::{BandStats, StatsAccumulator, nodata_pixels};
 pub use synthetic::{SyntheticOptions, generate_sample, prepare_synthetic};
+pub use texture::{TextureOptions, generate_texture_sample, prepare_texture};
 pub use tiff_read::{ChunkedReader, read_window};
 pub use tiff_write::{
     Compression, RasterShape, TiffOptions, write_geotiff, write_geotiff_rows, write_geotiff_with,
