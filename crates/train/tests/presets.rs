@@ -133,8 +133,22 @@ fn presets_match_their_architecture_and_run_forward() {
         );
 
         let model = config.with_num_labels(150).init::<Flex>(&device).unwrap();
-        let got = model.num_params();
+        // HF's `sum(p.numel() for p in model.parameters())`: every exported tensor but
+        // BatchNorm's buffers.
+        let got: usize = segformer::hf_state_dict(&model)
+            .iter()
+            .filter(|(k, _)| !k.contains("running_") && !k.contains("num_batches"))
+            .map(|(_, d)| d.shape.num_elements())
+            .sum();
         let want = parameter_count(a, 3, 150);
+        // burn's count also includes the two running statistics (`RunningState`) of the
+        // decode head's BatchNorm.
+        assert_eq!(
+            model.num_params(),
+            want + 2 * a.decoder_hidden_size,
+            "{}: burn's num_params",
+            a.name
+        );
         let millions = want as f64 / 1e6;
         eprintln!(
             "{}: {got} parameters (formula {want}, paper {} M)",
