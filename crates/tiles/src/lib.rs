@@ -1,5 +1,6 @@
 //! Image and mask IO for segfit: reading PNG/JPEG/GeoTIFF rasters, pairing images with masks,
-//! auditing a dataset, tiling big scenes and generating a synthetic satellite dataset.
+//! auditing a dataset, tiling big scenes and generating a synthetic satellite dataset (and a
+//! texture task that only spatial context solves, [`prepare_texture`]).
 //!
 //! Everything that touches files for training lives here, so `augment` and `segformer` stay pure.
 //!
