@@ -1,5 +1,6 @@
 //! Image and mask IO for segfit: reading PNG/JPEG/GeoTIFF rasters, pairing images with masks,
-//! auditing a dataset, tiling big scenes and generating a synthetic satellite dataset.
+//! auditing a dataset, tiling big scenes and generating a synthetic satellite dataset (and a
+//! texture task that only spatial context solves, [`prepare_texture`]).
 //!
 //! Everything that touches files for training lives here, so `augment` and `segformer` stay pure.
 //!
@@ -70,6 +71,7 @@ mod prepare;
 mod scenes;
 mod stats;
 mod synthetic;
+mod texture;
 mod tiff_read;
 mod tiff_write;
 
@@ -86,6 +88,7 @@ pub use raster::{GeoRef, Mask, Raster, RasterData, Sample, SampleKind};
 pub use scenes::{SceneOptions, prepare_scenes};
 pub use stats::{BandStats, StatsAccumulator, nodata_pixels};
 pub use synthetic::{SyntheticOptions, generate_sample, prepare_synthetic};
+pub use texture::{TextureOptions, generate_texture_sample, prepare_texture};
 pub use tiff_read::{ChunkedReader, read_window};
 pub use tiff_write::{
     Compression, RasterShape, TiffOptions, write_geotiff, write_geotiff_rows, write_geotiff_with,

@@ -17,7 +17,7 @@ pub const DATASET_JSON: &str = "dataset.json";
 pub struct DatasetMeta {
     /// Format version (1).
     pub version: u32,
-    /// How it was made: `folder`, `scenes` or `synthetic`.
+    /// How it was made: `folder`, `scenes`, `synthetic` or `texture`.
     pub source: String,
     /// Class names in index order.
     pub classes: Vec<String>,

@@ -355,10 +355,20 @@ fn texture(look: &Look, x: f32, y: f32, rng: &mut ChaCha8Rng) -> f32 {
 }
 
 /// A standard normal sample (Box–Muller).
-fn gaussian(rng: &mut ChaCha8Rng) -> f32 {
+pub(crate) fn gaussian(rng: &mut ChaCha8Rng) -> f32 {
     let u1 = rng.random::<f32>().max(1e-7);
     let u2 = rng.random::<f32>();
     (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+}
+
+/// The split of sample `i` of `count` when `n_val` of them go to `val`: val samples are spread
+/// evenly (i is val when `i * n_val` wraps past a multiple of `count`).
+pub(crate) fn split_of(i: usize, count: usize, n_val: usize) -> &'static str {
+    if (i * n_val) % count < n_val {
+        "val"
+    } else {
+        "train"
+    }
 }
 
 /// Writes the synthetic dataset in the split layout with `dataset.json`.
@@ -396,12 +406,7 @@ pub fn prepare_synthetic(opts: &SyntheticOptions) -> Result<PrepareReport, Tiles
         let mut stats = StatsAccumulator::new(bands, kind);
         let mut meta = DatasetMeta::new("synthetic", &labels, kind, bands, Vec::new());
         for i in 0..opts.count {
-            // Evenly spread val samples: i is val when i * n_val wraps past a multiple of count.
-            let split = if (i * n_val) % opts.count < n_val {
-                "val"
-            } else {
-                "train"
-            };
+            let split = split_of(i, opts.count, n_val);
             let (image, mask) = generate_sample(opts, i);
             let id = format!("syn_{i:05}");
             let img_dir = opts.out.join("images").join(split);

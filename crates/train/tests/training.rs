@@ -1,5 +1,6 @@
 //! End-to-end behaviour of the loop on the synthetic dataset: it learns, memory stays flat,
-//! and a run killed with SIGKILL and resumed ends bit-identical to an uninterrupted one.
+//! and a run killed with SIGKILL mid-epoch and resumed (with random augmentation) ends
+//! bit-identical to an uninterrupted one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -215,14 +216,24 @@ fn memory_does_not_grow_across_steps() {
 
 const CHILD_ENV: &str = "SEGFIT_RESUME_CHILD";
 
+/// Train samples of the resume runs: 32 of 40 (16 micro-batches, 8 optimizer steps per epoch),
+/// so a kill after the second step lands well inside the first epoch.
+const RESUME_SAMPLES: usize = 40;
+const RESUME_BATCH: usize = 2;
+
 fn resume_config(root: &Path) -> TrainConfig {
     config(
         root,
         &[
             "train.epochs=2",
             "train.checkpoint_every=1",
-            "train.batch_size=2",
+            &format!("train.batch_size={RESUME_BATCH}"),
             "train.accumulation_steps=2",
+            // Random flips, rotations and photometric changes: every sample's augmentation
+            // must come back identical after the resume, not restart its random stream.
+            "augment.transforms=[{ name = \"HorizontalFlip\", p = 0.5 }, { name = \"VerticalFlip\", p = 0.5 }, \
+             { name = \"RandomRotate90\", p = 0.5 }, { name = \"RandomBrightnessContrast\", p = 0.5 }, \
+             { name = \"GaussNoise\", p = 0.5 }]",
         ],
     )
 }
@@ -264,36 +275,55 @@ fn child(mode: &str, dir: &Path) -> std::process::Child {
 #[test]
 fn killed_run_resumes_bit_identically() {
     let tmp = tempfile::tempdir().unwrap();
-    dataset(tmp.path(), 24, 64);
+    let root = dataset(tmp.path(), RESUME_SAMPLES, 64);
+    let batches_per_epoch = tiles::SegDataset::open(&root, "train")
+        .unwrap()
+        .len()
+        .div_ceil(RESUME_BATCH);
+    let mid_epoch = |v: &serde_json::Value| {
+        let b = v["next_batch"].as_u64().unwrap_or(0) as usize;
+        0 < b && b < batches_per_epoch
+    };
 
     // The uninterrupted reference.
     let full = tmp.path().join("full");
     assert!(child("fresh", &full).wait().unwrap().success());
 
-    // The same run, SIGKILLed once it has checkpointed a few steps, then resumed.
+    // The same run, SIGKILLed once it has checkpointed a few steps inside the first epoch,
+    // then resumed.
     let killed = tmp.path().join("killed");
     let mut c = child("fresh", &killed);
     let state = killed.join("checkpoints/last/trainer_state.json");
+    let read_state = || -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(&state).ok()?).ok()
+    };
     let deadline = Instant::now() + Duration::from_secs(300);
-    let killed_at = loop {
-        if let Ok(text) = std::fs::read_to_string(&state) {
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            if v["step"].as_u64().unwrap_or(0) >= 2 {
-                break v;
-            }
+    loop {
+        if let Some(v) = read_state()
+            && v["step"].as_u64().unwrap_or(0) >= 2
+            && mid_epoch(&v)
+        {
+            break;
         }
         assert!(
             c.try_wait().unwrap().is_none(),
             "child finished before it could be killed"
         );
         assert!(Instant::now() < deadline, "child never checkpointed");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+        std::thread::sleep(Duration::from_millis(5));
+    }
     c.kill().unwrap(); // SIGKILL on Unix
     c.wait().unwrap();
+    // What the resume starts from is the checkpoint on disk once the child is dead (it may
+    // have written more after the poll above saw its state).
+    let killed_at = read_state().expect("a checkpoint survives the kill");
     eprintln!(
-        "killed at epoch {}, batch {}, step {}",
+        "killed at epoch {}, batch {} of {batches_per_epoch}, step {}",
         killed_at["epoch"], killed_at["next_batch"], killed_at["step"]
+    );
+    assert!(
+        mid_epoch(&killed_at),
+        "the kill must land mid-epoch (0 < next_batch < {batches_per_epoch}): {killed_at}"
     );
     assert!(child("resume", &killed).wait().unwrap().success());
 
@@ -301,7 +331,12 @@ fn killed_run_resumes_bit_identically() {
         &std::fs::read(killed.join("checkpoints/last/trainer_state.json")).unwrap(),
     )
     .unwrap();
+    let full_state: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(full.join("checkpoints/last/trainer_state.json")).unwrap(),
+    )
+    .unwrap();
     assert!(resumed["step"].as_u64() > killed_at["step"].as_u64());
+    assert_eq!(resumed["step"], full_state["step"], "steps of the two runs");
     assert!(
         weights(&killed.join("checkpoints/last")) == weights(&full.join("checkpoints/last")),
         "resumed weights differ from the uninterrupted run"
