@@ -5,8 +5,10 @@
 //! (dev profile, dependencies at opt-level 3), then runs the default run
 //! (`configs/synthetic-quick.toml`) into a fresh directory, timed from outside: the wall time of
 //! the `segfit train` process and its peak RSS (`wait4`), and from the run's own
-//! `metrics.jsonl` each epoch's validation mIoU and when it was reached. The JSON keeps the
-//! load average before and after, so a figure taken on a busy machine says so.
+//! `metrics.jsonl` each epoch's validation mIoU and when it was reached. Then
+//! `segfit eval --tta d4` on the run's best checkpoint: val mIoU without and with test-time
+//! augmentation (the README's TTA figure). The JSON keeps the load average before and after, so
+//! a figure taken on a busy machine says so.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,6 +67,33 @@ pub fn run(args: &[String]) -> Result<()> {
             .arg(&out),
     )?;
     let load_after = loadavg();
+    let eval = Command::new(&segfit)
+        .current_dir(&root)
+        .args([
+            "eval",
+            "--tta",
+            "d4",
+            "--json",
+            "--data",
+            prepare::SYNTHETIC_OUT,
+            "--model",
+        ])
+        .arg(&out)
+        .output()
+        .context("running segfit eval --tta d4")?;
+    if !eval.status.success() {
+        bail!(
+            "segfit eval --tta d4 failed: {}",
+            String::from_utf8_lossy(&eval.stderr)
+        );
+    }
+    let eval: serde_json::Value =
+        serde_json::from_slice(&eval.stdout).context("segfit eval --json printed no JSON")?;
+    let miou = |v: &serde_json::Value| v["miou"].as_f64().unwrap_or(f64::NAN);
+    let (plain, tta) = (miou(&eval["metrics"]), miou(&eval["tta"]["metrics"]));
+    println!(
+        "segfit eval --tta d4 on the best checkpoint: val mIoU {plain:.4} → {tta:.4} with TTA"
+    );
     let epochs = epochs(&out.join("metrics.jsonl"))?;
     let best = epochs
         .iter()
@@ -99,7 +128,8 @@ pub fn run(args: &[String]) -> Result<()> {
             "{{\n  \"command\": \"cargo xtask bench train\",\n  \"config\": \"{}\",\n  \"git_commit\": \"{}\",\n  \
              \"cpu\": \"{}\",\n  \"threads\": {},\n  \"wall_s\": {:.1},\n  \"peak_rss_mib\": {:.1},\n  \
              \"best_miou\": {:.4},\n  \"best_pixel_accuracy\": {:.4},\n  \"loadavg_before\": {:.2},\n  \
-             \"loadavg_after\": {:.2},\n  \"epochs\": [\n{}\n  ]\n}}\n",
+             \"loadavg_after\": {:.2},\n  \"eval_miou\": {:.4},\n  \"eval_tta_d4_miou\": {:.4},\n  \
+             \"epochs\": [\n{}\n  ]\n}}\n",
             train::DEFAULT_CONFIG,
             git_commit(&root),
             cpu_model(),
@@ -110,6 +140,8 @@ pub fn run(args: &[String]) -> Result<()> {
             best.pixel_accuracy,
             load_before,
             load_after,
+            plain,
+            tta,
             rows.join(",\n"),
         );
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
