@@ -469,11 +469,38 @@ fn band_indices_pick_bands_in_order_and_bad_inputs_are_refused() {
     assert!(bad.process(&img, None).is_err());
     let mask = Mask::new(w, h + 1, vec![0; w * (h + 1)]).unwrap();
     assert!(p.process(&img, Some(&mask)).is_err());
-    let zero = SegformerProcessor {
-        size: Some((0, 3)),
+    for size in [(0, 3), (3, 0)] {
+        let zero = SegformerProcessor {
+            size: Some(size),
+            ..p.clone()
+        };
+        assert!(zero.process(&img, None).is_err(), "{size:?}");
+    }
+    // empty images cannot be resized, whichever side is empty
+    let resize = SegformerProcessor {
+        size: Some((2, 2)),
+        band_indices: None,
         ..p.clone()
     };
-    assert!(zero.process(&img, None).is_err());
+    for (w, h) in [(3, 0), (0, 3)] {
+        let empty = Raster::new(w, h, 1, RasterData::U8(vec![])).unwrap();
+        assert!(resize.process(&empty, None).is_err(), "{w}x{h}");
+    }
+    // the fields are public: a raster whose samples do not fit its size, or without bands
+    let short = Raster {
+        width: 3,
+        height: 2,
+        bands: 1,
+        data: RasterData::U8(vec![0; 5]),
+    };
+    assert!(resize.process(&short, None).is_err());
+    let no_bands = Raster {
+        width: 3,
+        height: 2,
+        bands: 0,
+        data: RasterData::U8(vec![]),
+    };
+    assert!(resize.process(&no_bands, None).is_err());
 }
 
 #[test]
