@@ -5,7 +5,12 @@
 # crates/train/bench/mutants/<group>/ and prints the per-file table of BENCH-mutants.md.
 # Not part of CI: about 900 mutants, each an incremental rebuild of one crate.
 #
-# Usage: crates/train/bench/mutants.sh [train] [infer] [augment] [segformer]   (default: all)
+# Usage: crates/train/bench/mutants.sh [GROUP...]   (default: all five)
+#   train       optim.rs, schedule.rs, scaler.rs   (117 mutants)
+#   infer       metrics.rs                         (60)
+#   processor   augment's processor.rs             (100)
+#   resampling  augment's resize.rs and pil.rs     (466)
+#   losses      segformer's losses.rs              (170)
 #
 # Environment:
 #   MUTANTS_WORKTREE   clean checkout mutated in place (default: $TMPDIR/segfit-mutants-wt);
@@ -14,13 +19,15 @@
 #   CARGO_TARGET_DIR   build directory (default: target/mutants). Seed it with hard links from a
 #                      built target to skip the dependency build:
 #                        mkdir -p target/mutants/debug && (cd target/debug && cp -al deps build .fingerprint ../mutants/debug/)
-#   MUTANTS_SHARD      e.g. `1/3`: only every third mutant (round-robin), for a sampled score.
+#   MUTANTS_SHARD      e.g. `0/3`: only every third mutant (round-robin, 0-based), for a sampled
+#                      score when a full run does not fit the time at hand.
 #   MUTANTS_TIMEOUT    per-test timeout in seconds (default 120).
 set -euo pipefail
 
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 out_dir="$root/crates/train/bench/mutants"
 wt=${MUTANTS_WORKTREE:-${TMPDIR:-/tmp}/segfit-mutants-wt}
+scratch=${TMPDIR:-/tmp}/segfit-mutants-out
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/mutants}
 # Workspace crates unoptimised and without debug info: each mutant rebuilds one crate, so its
 # compile time is what counts. Dependencies keep their `[profile.dev.package."*"]` settings
@@ -46,15 +53,15 @@ run() {
     local group=$1
     shift
     echo "== $group: cargo mutants $*" >&2
-    (cd "$wt" && cargo mutants "${common[@]}" -o "$wt/target-mutants-$group" "$@") || true
+    (cd "$wt" && cargo mutants "${common[@]}" -o "$scratch/$group" "$@") || true
     mkdir -p "$out_dir/$group"
     for f in caught missed timeout unviable; do
-        sort "$wt/target-mutants-$group/mutants.out/$f.txt" >"$out_dir/$group/$f.txt"
+        sort "$scratch/$group/mutants.out/$f.txt" >"$out_dir/$group/$f.txt"
     done
 }
 
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(train infer augment segformer)
+[ ${#groups[@]} -gt 0 ] || groups=(train infer processor resampling losses)
 for g in "${groups[@]}"; do
     case $g in
     train)
@@ -66,21 +73,25 @@ for g in "${groups[@]}"; do
         run infer -p infer -f crates/infer/src/metrics.rs \
             -C --package=tiles -C --package=segformer -C --test=mutants_metrics
         ;;
-    augment)
-        run augment -p augment \
-            -f crates/augment/src/processor.rs -f crates/augment/src/resize.rs -f crates/augment/src/pil.rs \
+    processor | resampling)
+        if [ "$g" = processor ]; then
+            files=(-f crates/augment/src/processor.rs)
+        else
+            files=(-f crates/augment/src/resize.rs -f crates/augment/src/pil.rs)
+        fi
+        run "$g" -p augment "${files[@]}" \
             -C --package=tiles -C --package=segformer \
             -C --test=mutants_resampling -C --test=albumentations_parity \
             -C --test=albumentations_extra -C --test=processor_parity
         ;;
-    segformer)
+    losses)
         # The losses' own unit tests (losses_tests.rs, losses_mutants_tests.rs); the filter
         # keeps tiles' unit tests, built once, from running.
-        run segformer -p segformer -f crates/segformer/src/losses.rs \
+        run losses -p segformer -f crates/segformer/src/losses.rs \
             -C --package=tiles -C --lib -- -- losses::
         ;;
     *)
-        echo "unknown group $g (train, infer, augment, segformer)" >&2
+        echo "unknown group $g (train, infer, processor, resampling, losses)" >&2
         exit 2
         ;;
     esac
