@@ -399,6 +399,27 @@ fn rescale_and_normalise_follow_hf_for_every_sample_type_and_band_count() {
 }
 
 #[test]
+fn non_finite_float_samples_stay_in_their_pixel_without_a_resize() {
+    // Nodata as NaN/inf in a float raster: at the input size nothing is resampled, so the
+    // neighbours keep their values (a filter pass would spread NaN through its zero weights).
+    let v = [0.25f32, f32::NAN, 0.5, f32::INFINITY, 1.0, 2.0];
+    let img = Raster::new(3, 2, 1, RasterData::F32(v.to_vec())).unwrap();
+    for size in [None, Some((2, 3))] {
+        let p = SegformerProcessor {
+            size,
+            ..plain((2, 3), Resample::Bilinear)
+        };
+        let out = p.process(&img, None).unwrap();
+        for (i, (g, w)) in out.pixel_values.iter().zip(v).enumerate() {
+            assert!(
+                g == &w || (g.is_nan() && w.is_nan()),
+                "{size:?} pixel {i}: {g}"
+            );
+        }
+    }
+}
+
+#[test]
 fn labels_are_reduced_then_resized_nearest() {
     let (h, w, oh, ow) = (5, 7, 3, 4);
     let m: Vec<u8> = (0..h * w).map(|i| [0u8, 1, 2, 255, 7][i * 7 % 5]).collect();

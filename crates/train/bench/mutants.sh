@@ -6,6 +6,7 @@
 # Not part of CI: about 900 mutants, each an incremental rebuild of one crate.
 #
 # Usage: crates/train/bench/mutants.sh [GROUP...]   (default: all five)
+#        crates/train/bench/mutants.sh --table      (only the table, from the stored lists)
 #   train       optim.rs, schedule.rs, scaler.rs   (117 mutants)
 #   infer       metrics.rs                         (60)
 #   processor   augment's processor.rs             (100)
@@ -34,10 +35,12 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/mutants}
 # (opt-level 3, no debug info), so their build artifacts are reused as they are.
 export CARGO_PROFILE_DEV_OPT_LEVEL=0 CARGO_PROFILE_DEV_DEBUG=false
 
-if [ ! -e "$wt/.git" ]; then
-    git -C "$root" worktree add --detach "$wt" HEAD
-fi
-git -C "$wt" checkout --quiet --force --detach "$(git -C "$root" rev-parse HEAD)"
+prepare_worktree() {
+    if [ ! -e "$wt/.git" ]; then
+        git -C "$root" worktree add --detach "$wt" HEAD
+    fi
+    git -C "$wt" checkout --quiet --force --detach "$(git -C "$root" rev-parse HEAD)"
+}
 
 # Every cargo call gets the same arguments (`-C`: build and test): the extra `--package`s only
 # make Cargo resolve the dependencies' features as in a workspace build (wgpu on, as the
@@ -53,6 +56,7 @@ run() {
     local group=$1
     shift
     echo "== $group: cargo mutants $*" >&2
+    prepare_worktree
     (cd "$wt" && cargo mutants "${common[@]}" -o "$scratch/$group" "$@") || true
     mkdir -p "$out_dir/$group"
     for f in caught missed timeout unviable; do
@@ -62,6 +66,7 @@ run() {
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(train infer processor resampling losses)
+[ "${groups[0]}" != --table ] || groups=()
 for g in "${groups[@]}"; do
     case $g in
     train)
