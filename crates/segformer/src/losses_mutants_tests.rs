@@ -154,3 +154,23 @@ fn median_frequency_of_an_even_number_of_classes_averages_the_middle_two() {
     // a single present class is its own median
     assert_eq!(median_frequency_weights(&[0, 40]), vec![1.0, 1.0]);
 }
+
+#[test]
+fn an_ignore_index_that_is_also_a_class_id_only_marks_pixels() {
+    // Datasets that ignore class 0: pixels labelled 0 must count nowhere, exactly as if they
+    // were labelled 255 with ignore 255 (class 0 is then absent, also for Lovász's
+    // "present" classes and Dice's mean).
+    let (x, y0) = small([0, 1, 2, 1, 0, 2]);
+    let (_, y255) = small([255, 1, 2, 1, 255, 2]);
+    let loss = SegLoss::default();
+    for kind in [
+        LossKind::CrossEntropy,
+        LossKind::Focal { gamma: 2.0 },
+        LossKind::Dice { smooth: 1.0 },
+        LossKind::Lovasz,
+    ] {
+        let a = scalar(loss.term(&kind, x.clone(), y0.clone(), 0));
+        let b = scalar(loss.term(&kind, x.clone(), y255.clone(), 255));
+        assert!((a - b).abs() < 1e-6, "{kind:?}: {a} vs {b}");
+    }
+}
