@@ -340,6 +340,23 @@ fn warmup_follows_mmseg_linear_warmup_with_a_ratio() {
 }
 
 #[test]
+fn without_warmup_the_first_step_has_the_base_rate() {
+    // HF's get_*_schedule_with_warmup(num_warmup_steps=0): the multiplier at step 0 is 1.
+    for kind in [
+        ScheduleKind::Poly,
+        ScheduleKind::Cosine,
+        ScheduleKind::Constant,
+    ] {
+        let s = ScheduleConfig {
+            kind,
+            min_lr: 0.1,
+            ..Default::default()
+        };
+        assert_eq!(s.lr(0.5, 0, 10), 0.5, "{kind:?}");
+    }
+}
+
+#[test]
 fn poly_decay_matches_the_closed_form_with_min_lr_and_power() {
     // mmseg PolyLR / HF get_polynomial_decay_schedule_with_warmup:
     // (base - end) * (1 - (i - warmup) / (total - warmup))^power + end
