@@ -348,3 +348,7 @@ pub fn median_frequency_weights(class_pixels: &[u64]) -> Vec<f32> {
 #[cfg(test)]
 #[path = "losses_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "losses_mutants_tests.rs"]
+mod mutants_tests;
