@@ -5,6 +5,7 @@
 # PY: a Python with torch, transformers, tifffile and numpy (without them the PyTorch columns
 # are skipped). SIZES: comma-separated scene sides, default 2000,4000. KEEP: where the model,
 # scenes and outputs stay (crates/vector/bench/predict_answers.sh reuses the 4000² scene).
+# SEGFIT: a segfit binary to measure instead of xtask's release build (--segfit).
 set -eu
 cd "$(dirname "$0")/../../.."
 : "${PY:?set PY to a python with torch, transformers, tifffile, numpy}"
@@ -14,8 +15,8 @@ out=crates/cli/bench-predict.txt
 {
     echo "# crates/cli/bench/run.sh $sizes, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD)"
     echo "# $(nproc) cores; load average before: $(cat /proc/loadavg)"
-    echo "\$ cargo xtask bench predict --sizes $sizes --python PY --keep $keep --json crates/cli/bench-predict.json"
+    echo "\$ cargo xtask bench predict --sizes $sizes --python PY --keep $keep --json crates/cli/bench-predict.json ${SEGFIT:+--segfit $SEGFIT}"
     cargo xtask bench predict --sizes "$sizes" --python "$PY" --keep "$keep" \
-        --json crates/cli/bench-predict.json
+        --json crates/cli/bench-predict.json ${SEGFIT:+--segfit "$SEGFIT"}
     echo "# load average after: $(cat /proc/loadavg)"
 } 2>&1 | tee "$out"

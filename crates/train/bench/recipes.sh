@@ -1,13 +1,14 @@
 #!/bin/sh
 # Reproduces crates/train/recipes-runs.txt and crates/train/recipes.json, the figures of
 # crates/train/RECIPES.md: three losses x three seeds on the synthetic multi-class set.
-#   WORK=/tmp/segfit-recipes crates/train/bench/recipes.sh
+#   WORK=/tmp/segfit-recipes [SEEDS="42 7 123"] crates/train/bench/recipes.sh
 # Uses the release segfit (NO_BUILD=1: as already built), or SEGFIT=/path/to/segfit. recipes-runs.txt keeps each run's log lines that carry figures
 # (class weights, epoch summaries); recipes.json the final validation evaluation of every run
 # (metrics.jsonl's last epoch record) and the per-loss means.
 set -eu
 cd "$(dirname "$0")/../../.."
 work=${WORK:-/tmp/segfit-recipes}
+seeds=${SEEDS:-42 7 123}
 target=${CARGO_TARGET_DIR:-target}
 [ -n "${NO_BUILD:-}${SEGFIT:-}" ] || cargo build --release -q -p segfit --bin segfit
 segfit=${SEGFIT:-$target/release/segfit}
@@ -19,7 +20,7 @@ out=crates/train/recipes-runs.txt
     echo "# $(nproc) cores; load average before: $(cat /proc/loadavg)"
     echo "# segfit: $segfit"
     "$segfit" prepare --synthetic --multi-class --count 80 --size 128 --seed 1 --out "$work/data" >/dev/null
-    for seed in 42 7 123; do
+    for seed in $seeds; do
         for loss in ce ce_auto ce_dice; do
             case $loss in
             ce) extra="" ;;
@@ -38,23 +39,24 @@ out=crates/train/recipes-runs.txt
     done
     echo "# load average after: $(cat /proc/loadavg)"
 } 2>&1 | tee "$out"
-python3 - "$work/runs" crates/train/recipes.json <<'PY'
+python3 - "$work/runs" crates/train/recipes.json "$seeds" <<'PY'
 import json, os, sys
-runs_dir, out = sys.argv[1:3]
+runs_dir, out, seeds = sys.argv[1], sys.argv[2], sys.argv[3].split()
 runs, means = {}, {}
 for name in sorted(os.listdir(runs_dir)):
     rec = [json.loads(l) for l in open(os.path.join(runs_dir, name, "metrics.jsonl"))]
     last = [r for r in rec if r.get("kind") == "epoch"][-1]
     runs[name] = {"step": last["step"], "metrics": last["metrics"]}
 for loss in ("ce", "ce_auto", "ce_dice"):
-    ms = [runs[f"{loss}_{s}"]["metrics"] for s in (42, 7, 123)]
+    ms = [runs[f"{loss}_{s}"]["metrics"] for s in seeds]
     means[loss] = {
-        "miou": sum(m["miou"] for m in ms) / 3,
-        "iou": [sum(m["iou"][i] for m in ms) / 3 for i in range(len(ms[0]["iou"]))],
-        "miou_per_seed_42_7_123": [m["miou"] for m in ms],
+        "seeds": [int(s) for s in seeds],
+        "miou": sum(m["miou"] for m in ms) / len(ms),
+        "iou": [sum(m["iou"][i] for m in ms) / len(ms) for i in range(len(ms[0]["iou"]))],
+        "miou_per_seed": [m["miou"] for m in ms],
     }
 json.dump({"runs": runs, "means": means}, open(out, "w"), indent=1)
 for loss, m in means.items():
     print(loss, "mIoU %.3f" % m["miou"], "IoU", " ".join("%.3f" % v for v in m["iou"]),
-          "per seed", " ".join("%.3f" % v for v in m["miou_per_seed_42_7_123"]))
+          "per seed", " ".join("%.3f" % v for v in m["miou_per_seed"]))
 PY
