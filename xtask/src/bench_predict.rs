@@ -1,7 +1,9 @@
-//! `cargo xtask bench predict [--sizes 2000,8000,20000] [--python PY] [--keep DIR] [--json FILE]`:
+//! `cargo xtask bench predict [--sizes 2000,8000,20000] [--python PY] [--keep DIR] [--json FILE]
+//! [--segfit PATH]`:
 //! whole-scene prediction speed and peak memory, segfit next to PyTorch + transformers.
 //!
-//! Builds `segfit` and the tiles `make_scene` example in release, makes a MiT-B0 model with
+//! Builds `segfit` (unless `--segfit PATH` names a binary to use) and the tiles `make_scene`
+//! example in release, makes a MiT-B0 model with
 //! segfit itself (8 training steps on the synthetic 4-band set, exported as an HF directory so
 //! transformers loads the same weights), then for every size writes a 4-band u16 GeoTIFF scene
 //! and runs `segfit predict` and `crates/cli/bench/pytorch_predict.py` on it with the same
@@ -28,6 +30,8 @@ struct Flags {
     python: String,
     keep: Option<PathBuf>,
     json: Option<PathBuf>,
+    /// A `segfit` binary to measure instead of a fresh release build.
+    segfit: Option<PathBuf>,
 }
 
 /// One child's cost, as the kernel counted it.
@@ -54,9 +58,14 @@ pub fn run(args: &[String]) -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let release = target.join("release");
-    build(&root, &["--bin", "segfit", "-p", "segfit"])?;
+    let segfit = match &flags.segfit {
+        Some(path) => path.clone(),
+        None => {
+            build(&root, &["--bin", "segfit", "-p", "segfit"])?;
+            release.join("segfit")
+        }
+    };
     build(&root, &["--example", "make_scene", "-p", "tiles"])?;
-    let segfit = release.join("segfit");
     let make_scene = release.join("examples").join("make_scene");
 
     let dir = match &flags.keep {
@@ -88,6 +97,7 @@ fn parse(args: &[String]) -> Result<Flags> {
         python: "python3".into(),
         keep: None,
         json: None,
+        segfit: None,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -110,8 +120,10 @@ fn parse(args: &[String]) -> Result<Flags> {
             "--python" => flags.python = value()?,
             "--keep" => flags.keep = Some(value()?.into()),
             "--json" => flags.json = Some(value()?.into()),
+            "--segfit" => flags.segfit = Some(value()?.into()),
             other => bail!(
-                "unknown flag `{other}`; expected --sizes A,B,… --python PY --keep DIR --json FILE"
+                "unknown flag `{other}`; expected --sizes A,B,… --python PY --keep DIR --json FILE \
+                 --segfit PATH"
             ),
         }
     }
