@@ -32,9 +32,9 @@ struct Flags {
 
 /// One child's cost, as the kernel counted it.
 #[derive(Clone, Copy)]
-struct Usage {
-    seconds: f64,
-    peak_rss_mib: f64,
+pub(crate) struct Usage {
+    pub(crate) seconds: f64,
+    pub(crate) peak_rss_mib: f64,
 }
 
 struct Row {
@@ -287,7 +287,7 @@ fn python_ok(python: &str) -> bool {
 
 /// Runs `cmd` (output shown) and reaps it with `wait4`, whose rusage holds this child's own
 /// peak RSS, unlike `getrusage(RUSAGE_CHILDREN)`, the maximum over every child so far.
-fn measure(cmd: &mut Command) -> Result<Usage> {
+pub(crate) fn measure(cmd: &mut Command) -> Result<Usage> {
     let start = Instant::now();
     let child = cmd
         .spawn()
