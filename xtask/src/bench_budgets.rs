@@ -149,9 +149,10 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let mut rows = Vec::new();
     for (i, case) in cases.iter().enumerate() {
-        let row = run_case(&setup, case, i)?;
-        eprintln!("{}", line(&row));
-        rows.push(row);
+        if let Some(row) = run_case(&setup, case, i)? {
+            eprintln!("{}", line(&row));
+            rows.push(row);
+        }
     }
     println!("{}", table(&rows));
     if let Some(path) = json {
@@ -224,7 +225,9 @@ fn build_segfit() -> Result<PathBuf> {
     Ok(target.join("debug").join("segfit"))
 }
 
-fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Row> {
+/// One case's row, or `None` when the planner refuses the budget (printed: the refusal is the
+/// promise kept, nothing is run).
+fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Option<Row>> {
     let size = c.size.to_string();
     let (workers, prefetch) = (c.workers.to_string(), c.prefetch.to_string());
     let mut plan = Command::new(&s.segfit);
@@ -243,6 +246,11 @@ fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Row> {
     };
     let out = plan.output().context("segfit plan")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if let (Some(b), false) = (&c.budget, out.status.success()) {
+        let why = String::from_utf8_lossy(&out.stderr);
+        println!("| {b} | refused by the planner: {} |", why.trim());
+        return Ok(None);
+    }
     ensure!(
         out.status.success(),
         "segfit plan failed: {}",
@@ -278,7 +286,7 @@ fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Row> {
     };
     let usage = measure(&mut train)?;
     let _ = std::fs::remove_dir_all(&run_dir);
-    Ok(Row {
+    Ok(Some(Row {
         budget: c.budget.clone(),
         size: c.size,
         workers: c.workers,
@@ -290,7 +298,7 @@ fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Row> {
         whole_mib: mib("whole_process")?,
         rss_mib: usage.peak_rss_mib,
         seconds: usage.seconds,
-    })
+    }))
 }
 
 fn line(r: &Row) -> String {
