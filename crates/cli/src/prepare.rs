@@ -96,8 +96,9 @@ pub struct PrepareArgs {
 /// Synthetic samples at most (`--count`).
 const MAX_COUNT: usize = 1_000_000;
 /// Bytes per pixel that generating one synthetic sample holds at its peak (region ids, the
-/// image, the mask, the PNG/TIFF encoder's buffers), measured with `/usr/bin/time -v` on
-/// 2048² and 4096² samples (BENCH-memory.md); cutting one scene tile holds about the same.
+/// image, the mask, the PNG encoder's buffers): peak RSS of `segfit prepare --synthetic
+/// --count 2` was 77 MiB at 2048² and 281 MiB at 4096² (`/usr/bin/time`, 2026-12-04), 17.4 B
+/// per added pixel; 24 leaves a margin. Used as well for one --scenes tile (not measured).
 const PREPARE_BYTES_PER_PIXEL: u64 = 24;
 
 /// `flag` = `side` is a raster side this machine can hold one `side`² raster of
