@@ -16,6 +16,9 @@ pub fn run(args: &[String]) -> Result<()> {
         .unwrap_or(("", &[]));
     let (package, example) = match which {
         "speed" => ("train", "bench_speed"),
+        "memory" if rest.iter().any(|a| a == "--budgets" || a == "--calibrate") => {
+            return crate::bench_budgets::run(rest);
+        }
         "memory" => ("train", "bench_memory"),
         "pipeline" => ("augment", "bench"),
         "predict" => return crate::bench_predict::run(rest),

@@ -9,6 +9,7 @@
 //!   release, but `train`, which times `cargo xtask train`'s own dev build).
 
 mod bench;
+mod bench_budgets;
 mod bench_predict;
 mod bench_train;
 mod prepare;
@@ -49,6 +50,10 @@ commands:
                      when a Python with torch + transformers is given
   bench memory [ARGS…]
                      peak memory of real training steps, measured vs the planner's prediction
+  bench memory --budgets 120MiB,200MiB,… [--calibrate] [--steps N] [--json FILE]
+                     `segfit train --memory-budget B --effective-batch 8` (MiT-B0, 256²): the
+                     chosen configuration, the predicted whole-process peak and the measured
+                     peak RSS of each run, and whether it stayed within the budget
   bench pipeline     augmentation + processor throughput on 512² tiles (augment/BENCH.md)
   bench predict [--sizes 2000,8000,20000] [--python PY] [--keep DIR] [--json FILE]
                      `segfit predict` on 4-band u16 GeoTIFF scenes (MiT-B0, window 512,

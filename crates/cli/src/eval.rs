@@ -45,13 +45,20 @@ pub struct EvalArgs {
 
 /// Runs `segfit eval`.
 pub fn run(args: &EvalArgs) -> Result<()> {
-    ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    crate::host::check_batch("--batch-size", args.batch_size)?;
     let source = ModelSource::resolve(&args.model)?;
     on_device!(args.device, eval_on(args, &source))
 }
 
 fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device) -> Result<()> {
     let model = source.load::<B>(device)?.with_kernels(args.kernels.0);
+    crate::host::check_inference(
+        &crate::host::host(),
+        args.batch_size,
+        source.window(512),
+        model.config().num_channels,
+        model.num_labels(),
+    )?;
     let dataset = match source.labels() {
         Some(labels) => SegDataset::open_with_labels(&args.data, &args.split, labels),
         None => SegDataset::open(&args.data, &args.split),

@@ -15,6 +15,7 @@ mod answers;
 mod device;
 mod eval;
 mod export;
+mod host;
 mod model_source;
 mod npy;
 mod plan;
@@ -54,7 +55,22 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        // A flag clap cannot parse (`--batch-size -1`) is bad input like any other: one line,
+        // status 1.
+        Err(e) => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{first} (see --help)");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Prepare(a) => prepare::run(&a),
         Command::Train(a) => train_cmd::run(&a),

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use train::{
-    Allocator, KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
-    parse_bytes,
+    Allocator, KernelPath, LoaderInput, MemoryPlan, PlanInput, PlanInputTemplate, Precision,
+    fit_whole_process, parse_bytes,
 };
 
 use crate::device::KernelsArg;
+use crate::host::{check_batch, check_flag};
 
 /// Arguments of `segfit plan`.
 #[derive(Args, Debug)]
@@ -61,10 +62,22 @@ pub struct PlanArgs {
     /// weighted cross-entropy leaves the fused loss kernel.
     #[arg(long)]
     class_weights: bool,
-    /// Print JSON instead of a table.
+    /// Loader threads (`train.workers`): the samples they hold count in the whole process.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Samples decoded ahead (`train.prefetch`), counted in the whole process.
+    #[arg(long, default_value_t = 8)]
+    prefetch: usize,
+    /// Print JSON instead of a table: every term, `peak` (the step) and `whole_process` (what
+    /// --memory-budget is fitted against).
     #[arg(long)]
     json: bool,
 }
+
+/// Classes at most (`--num-labels`): far above any dataset's, it keeps the sizes exact.
+const MAX_LABELS: usize = 1 << 16;
+/// Input bands at most (`--bands`).
+const MAX_BANDS: usize = 1024;
 
 /// `--loss` and `--class-weights` as the planner's [`segformer::SegLoss`].
 fn plan_loss(a: &PlanArgs) -> Result<segformer::SegLoss> {
@@ -95,13 +108,23 @@ fn plan_loss(a: &PlanArgs) -> Result<segformer::SegLoss> {
 
 fn parse_size(s: &str) -> Result<(usize, usize)> {
     let parts: Vec<&str> = s.split(['x', 'X', ',']).collect();
-    let n = |p: &str| p.trim().parse::<usize>().ok().filter(|&v| v > 0);
+    let n = |p: &str| {
+        p.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&v| (1..=train::MAX_SIDE).contains(&v))
+    };
     match parts.as_slice() {
         [a] => n(a).map(|v| (v, v)),
         [a, b] => n(a).zip(n(b)),
         _ => None,
     }
-    .with_context(|| format!("--size `{s}` is not HEIGHTxWIDTH (e.g. 1024x1024)"))
+    .with_context(|| {
+        format!(
+            "--size `{s}` is not HEIGHTxWIDTH with sides between 1 and {} (e.g. 1024x1024)",
+            train::MAX_SIDE
+        )
+    })
 }
 
 pub fn run(a: &PlanArgs) -> Result<()> {
@@ -117,9 +140,18 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         .parse::<train::Device>()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let kernels = device.kernel_path(a.kernels.0);
-    if a.batch == 0 || a.num_labels == 0 || a.bands == 0 {
-        bail!("--batch, --num-labels and --bands must be at least 1");
+    check_batch("--batch", a.batch)?;
+    if let Some(n) = a.effective_batch {
+        check_batch("--effective-batch", n)?;
     }
+    check_flag("--num-labels", a.num_labels, 1, MAX_LABELS)?;
+    check_flag("--bands", a.bands, 1, MAX_BANDS)?;
+    check_flag("--workers", a.workers, 1, train::MAX_WORKERS)?;
+    check_flag("--prefetch", a.prefetch, 1, train::MAX_PREFETCH)?;
+    let loader = LoaderInput {
+        workers: a.workers,
+        prefetch: a.prefetch,
+    };
     let names: Vec<String> = (0..a.num_labels).map(|i| format!("class_{i}")).collect();
     let model_cfg = train::ModelConfig {
         preset: a.model.clone(),
@@ -147,8 +179,13 @@ pub fn run(a: &PlanArgs) -> Result<()> {
             allocator: device.allocator(),
             loss: Some(&loss),
         };
-        let choice = fit_budget(bytes, a.effective_batch.unwrap_or(a.batch), &template)
-            .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
+        let choice = fit_whole_process(
+            bytes,
+            a.effective_batch.unwrap_or(a.batch),
+            &template,
+            &loader,
+        )
+        .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
         if a.json {
             outln!("{}", serde_json::to_string_pretty(&choice)?)?;
         } else {
@@ -156,7 +193,7 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let estimate = MemoryPlan::predict(&PlanInput {
+    let input = PlanInput {
         config: &config,
         height,
         width,
@@ -166,7 +203,8 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         kernels,
         allocator: device.allocator(),
         loss: Some(&loss),
-    });
+    };
+    let estimate = MemoryPlan::predict(&input).with_process(&input, &loader);
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&estimate)?)?;
     } else {

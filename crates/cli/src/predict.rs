@@ -91,7 +91,13 @@ pub struct PredictArgs {
 
 /// Runs `segfit predict`.
 pub fn run(args: &PredictArgs) -> Result<()> {
-    ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    crate::host::check_batch("--batch-size", args.batch_size)?;
+    if let Some(t) = args.tile {
+        crate::host::check_side("--tile", t)?;
+    }
+    if let Some(o) = args.overlap {
+        crate::host::check_flag("--overlap", o, 0, train::MAX_SIDE - 1)?;
+    }
     let source = ModelSource::resolve(&args.model)?;
     on_device!(args.device, predict_on(args, &source))
 }
@@ -106,6 +112,13 @@ fn predict_on<B: Backend>(
         .tile
         .map(|t| [t, t])
         .unwrap_or_else(|| source.window(512));
+    crate::host::check_inference(
+        &crate::host::host(),
+        args.batch_size,
+        tile,
+        model.config().num_channels,
+        model.num_labels(),
+    )?;
     let windows = Windows::new(tile, args.overlap, args.batch_size).with_context(|| {
         format!(
             "--tile {}x{}, --overlap {:?}",

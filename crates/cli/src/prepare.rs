@@ -93,9 +93,47 @@ pub struct PrepareArgs {
     pub bands: Vec<usize>,
 }
 
+/// Synthetic samples at most (`--count`).
+const MAX_COUNT: usize = 1_000_000;
+/// Bytes per pixel that generating one synthetic sample holds at its peak (region ids, the
+/// image, the mask, the PNG encoder's buffers): peak RSS of `segfit prepare --synthetic
+/// --count 2` was 77 MiB at 2048² and 281 MiB at 4096² (`/usr/bin/time`, 2026-12-04), 17.4 B
+/// per added pixel; 24 leaves a margin. Used as well for one --scenes tile (not measured).
+const PREPARE_BYTES_PER_PIXEL: u64 = 24;
+
+/// `flag` = `side` is a raster side this machine can hold one `side`² raster of
+/// ([`PREPARE_BYTES_PER_PIXEL`]), or one error naming the flag with the largest that fits.
+fn check_raster_side(flag: &str, side: usize, min: usize) -> Result<()> {
+    crate::host::check_flag(flag, side, min, train::MAX_SIDE)?;
+    let memory = crate::host::host().memory;
+    let need = (side as u64).pow(2).saturating_mul(PREPARE_BYTES_PER_PIXEL);
+    if need > memory {
+        let most = ((memory / PREPARE_BYTES_PER_PIXEL) as f64).sqrt() as usize;
+        bail!(
+            "{flag} {side} needs about {} for one {side}x{side} raster, and this machine has {}; \
+             the largest that fits is about {most}",
+            train::human_bytes(need),
+            train::human_bytes(memory)
+        );
+    }
+    Ok(())
+}
+
 /// Runs `segfit prepare`.
 pub fn run(args: &PrepareArgs) -> Result<()> {
+    ensure!(
+        (0.0..=1.0).contains(&args.max_empty_fraction),
+        "--max-empty-fraction {} is not a fraction; expected a number in [0, 1]",
+        args.max_empty_fraction
+    );
+    ensure!(
+        (0.0..1.0).contains(&args.val_ratio),
+        "--val-ratio {} is not a fraction; expected a number in [0, 1)",
+        args.val_ratio
+    );
     let report = if args.synthetic {
+        crate::host::check_flag("--count", args.count, 2, MAX_COUNT)?;
+        check_raster_side("--size", args.size, 16)?;
         ensure!(
             args.images.is_none() && args.scenes.is_empty(),
             "--synthetic generates its own images; drop --images/--scenes"
@@ -128,6 +166,13 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
             args.masks.clone(),
             &args.out,
             label_map(args)?,
+        );
+        check_raster_side("--tile-size", args.tile_size, 1)?;
+        ensure!(
+            args.overlap < args.tile_size,
+            "--overlap {} must be smaller than --tile-size {}",
+            args.overlap,
+            args.tile_size
         );
         opts.tile_size = args.tile_size;
         opts.overlap = args.overlap;

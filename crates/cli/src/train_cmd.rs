@@ -94,6 +94,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     }
     let mut cfg = TrainConfig::from_toml_str(&text, &sets)
         .with_context(|| format!("{}", config_path.display()))?;
+    // The machine bounds the loader's threads and the run's memory (checked by fit_memory,
+    // before the data or the model is loaded).
+    cfg.memory.host = Some(crate::host::host());
     if let Some(reason) = train::fit_memory(&mut cfg, args.device.train_device(), args.kernels.0)
         .with_context(|| format!("{}", config_path.display()))?
     {

@@ -197,11 +197,43 @@ impl Default for LoopConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
-    /// Device memory available, e.g. `"8GiB"`; the planner picks micro-batch and accumulation to fit.
+    /// Memory for the whole training process, e.g. `"8GiB"` (on a GPU: the device's memory);
+    /// the planner picks micro-batch and accumulation to fit.
     pub budget: Option<String>,
     /// Effective batch size (micro-batch × accumulation) to keep when a budget is given.
     pub effective_batch: Option<usize>,
+    /// The machine the run is on, which the binary measures and passes in (never read from
+    /// TOML): with it, worker counts are bounded by its cores and the run's predicted memory
+    /// by its RAM before anything is allocated ([`crate::fit_memory`]).
+    #[serde(skip)]
+    pub host: Option<Host>,
 }
+
+/// The machine a run is on: what bounds the loader's threads and the run's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// CPU cores available to the process.
+    pub cores: usize,
+    /// Physical memory, in bytes (e.g. `MemTotal` of `/proc/meminfo`).
+    pub memory: u64,
+}
+
+/// The largest side, in pixels, of `data.size` (and of the planner's inputs): far above any
+/// machine's memory, it only keeps the arithmetic on sizes exact; what fits is decided by the
+/// memory planner against [`Host::memory`].
+pub const MAX_SIDE: usize = 1 << 20;
+/// The largest micro-batch, accumulation or effective batch accepted.
+pub const MAX_BATCH: usize = 1 << 16;
+/// Loader threads per core at most (and [`MAX_WORKERS`] whatever the machine).
+pub const WORKERS_PER_CORE: usize = 4;
+/// Loader threads at most, on any machine.
+pub const MAX_WORKERS: usize = 1024;
+/// Samples decoded ahead at most (what fits is also checked against the machine's memory).
+pub const MAX_PREFETCH: usize = 4096;
+/// Validation tiles in the overlay grid at most.
+pub const MAX_OVERLAYS: usize = 256;
+/// Passes over the training split at most.
+pub const MAX_EPOCHS: usize = 1 << 20;
 
 impl TrainConfig {
     /// Parses a config from TOML text, applying `overrides` (`key.path=value`) first.
@@ -213,9 +245,9 @@ impl TrainConfig {
         for o in overrides {
             apply_override(&mut value, o)?;
         }
-        let cfg: TrainConfig = toml::Value::Table(value)
+        let cfg: TrainConfig = toml::Value::Table(value.clone())
             .try_into()
-            .map_err(|e: toml::de::Error| TrainError::Config(e.message().to_string()))?;
+            .map_err(|e: toml::de::Error| TrainError::Config(located(&value, &e)))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -226,19 +258,57 @@ impl TrainConfig {
             .unwrap_or_else(|e| format!("# could not serialise config: {e}\n"))
     }
 
-    /// Checks values the types cannot.
+    /// Checks values the types cannot, and bounds every count and size before anything is
+    /// allocated (what fits the machine's memory is [`crate::fit_memory`]'s check).
     pub fn validate(&self) -> Result<(), TrainError> {
         let t = &self.train;
         let bad = |k: &str, why: &str| Err(TrainError::Config(format!("`{k}` {why}")));
-        if t.batch_size == 0 {
-            return bad("train.batch_size", "must be at least 1");
+        for (key, value, max) in [
+            ("train.batch_size", t.batch_size, MAX_BATCH),
+            ("train.accumulation_steps", t.accumulation_steps, MAX_BATCH),
+            ("train.epochs", t.epochs, MAX_EPOCHS),
+            ("train.workers", t.workers, MAX_WORKERS),
+            ("train.prefetch", t.prefetch, MAX_PREFETCH),
+            ("train.eval_every", t.eval_every, MAX_EPOCHS),
+            ("train.log_every", t.log_every, usize::MAX),
+        ] {
+            check_count(key, value, 1, max)?;
         }
-        if t.accumulation_steps == 0 {
-            return bad("train.accumulation_steps", "must be at least 1");
+        check_count("train.overlay_samples", t.overlay_samples, 0, MAX_OVERLAYS)?;
+        if t.max_bad_steps == 0 {
+            return bad(
+                "train.max_bad_steps",
+                "= 0 would stop at the first step; use 1 or more (default 5)",
+            );
         }
-        if t.epochs == 0 {
-            return bad("train.epochs", "must be at least 1");
+        if let Some(n) = self.memory.effective_batch {
+            check_count("memory.effective_batch", n, 1, MAX_BATCH)?;
         }
+        if t.batch_size * t.accumulation_steps > MAX_BATCH {
+            return Err(TrainError::Config(format!(
+                "`train.batch_size` × `train.accumulation_steps` = {} × {} is more than {MAX_BATCH} \
+                 images per step; lower one of them",
+                t.batch_size, t.accumulation_steps
+            )));
+        }
+        for (key, p) in [
+            ("model.drop_path_rate", self.model.drop_path_rate),
+            (
+                "model.classifier_dropout_prob",
+                self.model.classifier_dropout_prob,
+            ),
+        ] {
+            if let Some(p) = p
+                && !(0.0..1.0).contains(&p)
+            {
+                return Err(TrainError::Config(format!(
+                    "`{key}` = {p} is not a probability; expected a number in [0, 1)"
+                )));
+            }
+        }
+        validate_numbers(self)?;
+        augment::Pipeline::new(&self.augment)
+            .map_err(|e| TrainError::Config(format!("[augment] {e}")))?;
         if !["miou", "mean_f1", "pixel_accuracy", "val_loss"].contains(&t.best_metric.as_str()) {
             return bad(
                 "train.best_metric",
@@ -248,8 +318,12 @@ impl TrainConfig {
         if !["imagenet", "dataset"].contains(&self.data.normalize.as_str()) {
             return bad("data.normalize", "must be `imagenet` or `dataset`");
         }
-        if self.data.size[0] == 0 || self.data.size[1] == 0 {
-            return bad("data.size", "must be [height, width] with both > 0");
+        let [h, w] = self.data.size;
+        if h == 0 || w == 0 || h > MAX_SIDE || w > MAX_SIDE {
+            return Err(TrainError::Config(format!(
+                "`data.size` = [{h}, {w}] is not a size; expected [height, width] with both \
+                 between 1 and {MAX_SIDE} (e.g. [512, 512])"
+            )));
         }
         if !(self.optimizer.lr > 0.0 && self.optimizer.lr.is_finite()) {
             return bad("optimizer.lr", "must be a positive number");
@@ -270,6 +344,123 @@ impl TrainConfig {
         }
         self.loss.validate()
     }
+}
+
+/// The optimizer's and the schedule's numbers are finite and in range (`optimizer.lr` is
+/// checked with the rest of [`TrainConfig::validate`]).
+fn validate_numbers(cfg: &TrainConfig) -> Result<(), TrainError> {
+    let (o, s) = (&cfg.optimizer, &cfg.schedule);
+    let unit = |x: f64| (0.0..1.0).contains(&x);
+    let non_negative = |x: f64| x.is_finite() && x >= 0.0;
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    for (key, value, ok, expected) in [
+        (
+            "optimizer.betas[0]",
+            o.betas.0,
+            unit(o.betas.0),
+            "a number in [0, 1)",
+        ),
+        (
+            "optimizer.betas[1]",
+            o.betas.1,
+            unit(o.betas.1),
+            "a number in [0, 1)",
+        ),
+        (
+            "optimizer.eps",
+            o.eps,
+            positive(o.eps),
+            "a finite number > 0",
+        ),
+        (
+            "optimizer.weight_decay",
+            o.weight_decay,
+            non_negative(o.weight_decay),
+            "a finite number >= 0",
+        ),
+        (
+            "optimizer.head_lr_mult",
+            o.head_lr_mult,
+            positive(o.head_lr_mult),
+            "a finite number > 0",
+        ),
+        (
+            "optimizer.clip_grad_norm",
+            o.clip_grad_norm.unwrap_or(1.0),
+            o.clip_grad_norm.is_none_or(positive),
+            "a finite number > 0",
+        ),
+        (
+            "schedule.warmup_ratio",
+            s.warmup_ratio,
+            non_negative(s.warmup_ratio) && s.warmup_ratio <= 1.0,
+            "a number in [0, 1]",
+        ),
+        (
+            "schedule.power",
+            s.power,
+            non_negative(s.power),
+            "a finite number >= 0",
+        ),
+        (
+            "schedule.min_lr",
+            s.min_lr,
+            non_negative(s.min_lr),
+            "a finite number >= 0",
+        ),
+    ] {
+        if !ok {
+            return Err(TrainError::Config(format!(
+                "`{key}` = {value} is out of range; expected {expected}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A type error (`-1` for a count) as `` `train.workers = -1`: invalid value: integer `-1`,
+/// expected usize ``: the table's own error has no key path, so the table is written out and
+/// parsed again as text, whose error has a span, and the line at the span is named.
+fn located(table: &toml::Table, error: &toml::de::Error) -> String {
+    let text = toml::to_string(table).unwrap_or_default();
+    let Err(e) = toml::from_str::<TrainConfig>(&text) else {
+        return error.message().to_string();
+    };
+    let Some(span) = e.span().filter(|s| s.start <= text.len()) else {
+        return e.message().to_string();
+    };
+    let start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[span.start..]
+        .find('\n')
+        .map_or(text.len(), |i| span.start + i);
+    let line = text[start..end].trim();
+    let table = text[..start]
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(['[', ']']))
+        .unwrap_or("");
+    let key = if table.is_empty() || line.starts_with('[') {
+        line.to_string()
+    } else {
+        format!("{table}.{line}")
+    };
+    format!("`{key}`: {}", e.message())
+}
+
+/// `key` = `value` lies in `[min, max]`, or the error says so.
+fn check_count(key: &str, value: usize, min: usize, max: usize) -> Result<(), TrainError> {
+    if value < min {
+        return Err(TrainError::Config(format!(
+            "`{key}` = {value} is too small; expected at least {min}"
+        )));
+    }
+    if value > max {
+        return Err(TrainError::Config(format!(
+            "`{key}` = {value} is too large; expected at most {max}"
+        )));
+    }
+    Ok(())
 }
 
 /// Sets `a.b.c = value` in a TOML table; `value` is parsed as TOML (`3`, `true`, `"x"`, `[1, 2]`),

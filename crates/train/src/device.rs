@@ -9,7 +9,9 @@ use segformer::{BackendKind, KernelPath, Kernels};
 use crate::config::{Precision, TrainConfig};
 use crate::error::TrainError;
 use crate::model::model_config;
-use crate::plan::{Allocator, PlanInputTemplate, fit_budget, parse_bytes};
+use crate::plan::{
+    Allocator, LoaderInput, PlanInputTemplate, fit_budget, fit_whole_process, parse_bytes,
+};
 use crate::trainer::{RunOptions, RunSummary, train};
 
 /// Where to train: `cpu`, `cuda` (GPU 0), `cuda:N`, `wgpu` (adapter 0) or `wgpu:N`.
@@ -235,10 +237,34 @@ pub fn wgpu_memory(device: &burn::backend::wgpu::WgpuDevice) -> Option<(u64, u64
 }
 
 /// Applies `[memory] budget`: picks micro-batch, accumulation, precision and checkpointing so
-/// the predicted peak fits and the effective batch (`memory.effective_batch`, else
-/// `batch_size × accumulation_steps`) is kept, for a model whose layers run `kernels`.
+/// the predicted peak of the whole process (the step, the process baseline and the loader's
+/// samples: [`fit_whole_process`]) fits and the effective batch (`memory.effective_batch`,
+/// else `batch_size × accumulation_steps`) is kept, for a model whose layers run `kernels`.
 /// Returns why, or `None` without a budget.
+///
+/// With `memory.host` (the machine, which the binary passes in), it then checks the run
+/// against the machine before anything is allocated: `train.workers` against its cores, and
+/// the predicted memory against its RAM, naming the value that does not fit
+/// (`data.size`, `train.batch_size` or `train.prefetch`) with the largest that does.
 pub fn fit_memory(
+    cfg: &mut TrainConfig,
+    device: Device,
+    kernels: Kernels,
+) -> Result<Option<String>, TrainError> {
+    if let Some(host) = cfg.memory.host {
+        crate::host::check_workers(cfg, &host)?;
+    }
+    let reason = fit_budget_of(cfg, device, kernels)?;
+    if let Some(host) = cfg.memory.host {
+        let model = planned_model(cfg)?;
+        let loss = cfg.loss.for_planning(model.num_labels());
+        let t = template(cfg, &model, &loss, device, kernels);
+        crate::host::check_memory(cfg, &t, &host)?;
+    }
+    Ok(reason)
+}
+
+fn fit_budget_of(
     cfg: &mut TrainConfig,
     device: Device,
     kernels: Kernels,
@@ -254,10 +280,11 @@ pub fn fit_memory(
         .effective_batch
         .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps);
     let loss = cfg.loss.for_planning(model.num_labels());
-    let choice = fit_budget(
+    let choice = fit_whole_process(
         bytes,
         effective,
         &template(cfg, &model, &loss, device, kernels),
+        &loader_input(cfg),
     )
     .map_err(|e| TrainError::Config(format!("`memory.budget`: {e}")))?;
     cfg.train.batch_size = choice.micro_batch;
@@ -267,9 +294,17 @@ pub fn fit_memory(
     Ok(Some(choice.reason()))
 }
 
+/// The loader a run feeds its steps with.
+pub(crate) fn loader_input(cfg: &TrainConfig) -> LoaderInput {
+    LoaderInput {
+        workers: cfg.train.workers,
+        prefetch: cfg.train.prefetch,
+    }
+}
+
 /// The model a run trains, as the planner needs it: the architecture, the dataset's classes
 /// and bands.
-fn planned_model(cfg: &TrainConfig) -> Result<segformer::SegformerConfig, TrainError> {
+pub(crate) fn planned_model(cfg: &TrainConfig) -> Result<segformer::SegformerConfig, TrainError> {
     let meta = tiles::DatasetMeta::load(&cfg.data.root)?;
     let class_names = match (&cfg.data.classes, &meta) {
         (Some(l), _) => l.class_names(),
@@ -280,7 +315,7 @@ fn planned_model(cfg: &TrainConfig) -> Result<segformer::SegformerConfig, TrainE
     model_config(&cfg.model, &class_names, bands)
 }
 
-fn template<'a>(
+pub(crate) fn template<'a>(
     cfg: &TrainConfig,
     model: &'a segformer::SegformerConfig,
     loss: &'a segformer::SegLoss,

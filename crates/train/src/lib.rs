@@ -23,6 +23,7 @@ mod data;
 mod device;
 mod early_stop;
 mod error;
+mod host;
 mod io;
 mod loss;
 mod model;
@@ -36,7 +37,10 @@ mod schedule;
 mod trainer;
 
 // Configuring and running: one call trains a run directory.
-pub use config::{DataConfig, LoopConfig, MemoryConfig, ModelConfig, Precision, TrainConfig};
+pub use config::{
+    DataConfig, Host, LoopConfig, MAX_BATCH, MAX_PREFETCH, MAX_SIDE, MAX_WORKERS, MemoryConfig,
+    ModelConfig, Precision, TrainConfig, WORKERS_PER_CORE,
+};
 pub use device::{Device, fit_memory, run};
 pub use early_stop::{EarlyStopState, EarlyStopping};
 pub use error::TrainError;
@@ -59,7 +63,10 @@ pub use scaler::GradScaler;
 pub use device::cuda_memory;
 #[cfg(feature = "wgpu")]
 pub use device::wgpu_memory;
+/// `3.1 GiB`, `512 MiB`: how the planner's messages write sizes.
+pub use plan::human as human_bytes;
 pub use plan::{
-    Allocator, FitChoice, KernelPath, MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate,
-    StageMemory, fit_budget, loss_terms_bytes, parse_bytes,
+    Allocator, FitChoice, KernelPath, LoaderInput, MemoryEstimate, MemoryPlan, PlanInput,
+    PlanInputTemplate, StageMemory, fit_budget, fit_whole_process, loader_bytes, loss_terms_bytes,
+    parse_bytes, process_baseline,
 };

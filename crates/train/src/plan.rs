@@ -127,8 +127,11 @@ pub struct StageMemory {
     pub attention: u64,
 }
 
-/// A predicted peak, term by term (bytes).
+/// A predicted peak, term by term (bytes). As JSON it also carries the sums: `backward_peak`,
+/// `live_peak`, `peak` ([`MemoryEstimate::peak_bytes`]) and `whole_process`
+/// ([`MemoryEstimate::whole_process_bytes`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(into = "EstimateJson")]
 pub struct MemoryEstimate {
     /// Trainable parameters (f32 master weights), with the BatchNorm running statistics.
     pub parameters: usize,
@@ -159,6 +162,63 @@ pub struct MemoryEstimate {
     /// CubeCL's pool (burn-cuda, burn-wgpu): bytes reserved beyond the live peak (pages
     /// rounded up, pages kept for reuse); 0 on the CPU heap.
     pub pool: u64,
+    /// What the process holds besides the step's tensors, in the budgeted memory (set by
+    /// [`MemoryEstimate::with_process`]; 0 from [`MemoryPlan::predict`]). On the CPU: code,
+    /// the runtime's thread stacks and buffers, and the allocator's slack around the live
+    /// bytes (measured, see [`process_baseline`]). On CubeCL devices the device's context,
+    /// NOTE: not measured yet (no GPU was lent to this project's runs), counted as 0.
+    pub process_baseline: u64,
+    /// The loader's samples decoded and augmented ahead of the model: the prefetch queue and
+    /// one sample per worker in flight (host memory; counted in the budget on the CPU only).
+    pub loader: u64,
+}
+
+/// [`MemoryEstimate`] as JSON: its terms and their sums.
+#[derive(Serialize)]
+struct EstimateJson {
+    parameters: usize,
+    weights: u64,
+    gradients: u64,
+    optimizer: u64,
+    stages: Vec<StageMemory>,
+    decoder: u64,
+    logits: u64,
+    inputs: u64,
+    workspace: u64,
+    optimizer_step: u64,
+    loss_terms: u64,
+    pool: u64,
+    process_baseline: u64,
+    loader: u64,
+    backward_peak: u64,
+    live_peak: u64,
+    peak: u64,
+    whole_process: u64,
+}
+
+impl From<MemoryEstimate> for EstimateJson {
+    fn from(e: MemoryEstimate) -> Self {
+        Self {
+            backward_peak: e.backward_peak(),
+            live_peak: e.live_peak_bytes(),
+            peak: e.peak_bytes(),
+            whole_process: e.whole_process_bytes(),
+            parameters: e.parameters,
+            weights: e.weights,
+            gradients: e.gradients,
+            optimizer: e.optimizer,
+            stages: e.stages,
+            decoder: e.decoder,
+            logits: e.logits,
+            inputs: e.inputs,
+            workspace: e.workspace,
+            optimizer_step: e.optimizer_step,
+            loss_terms: e.loss_terms,
+            pool: e.pool,
+            process_baseline: e.process_baseline,
+            loader: e.loader,
+        }
+    }
 }
 
 impl MemoryEstimate {
@@ -174,6 +234,13 @@ impl MemoryEstimate {
     /// on CubeCL devices (what `torch.cuda.max_memory_reserved` is to PyTorch).
     pub fn peak_bytes(&self) -> u64 {
         self.live_peak_bytes() + self.pool
+    }
+
+    /// The predicted peak of the whole process in the budgeted memory: the step's peak plus
+    /// everything else the process holds there ([`MemoryEstimate::process_baseline`], and on
+    /// the CPU the [`MemoryEstimate::loader`]). What `--memory-budget` is fitted against.
+    pub fn whole_process_bytes(&self) -> u64 {
+        self.peak_bytes() + self.process_baseline + self.loader
     }
 
     /// The predicted peak of live bytes during one training step: the larger of the backward
@@ -221,11 +288,14 @@ impl fmt::Display for MemoryEstimate {
         if self.pool > 0 {
             line(f, "CubeCL pool reserve", self.pool)?;
         }
+        line(f, "predicted peak", self.peak_bytes())?;
+        line(f, "process baseline", self.process_baseline)?;
+        line(f, "loader queue", self.loader)?;
         write!(
             f,
             "{:<28} {:>10.1} MiB",
-            "predicted peak",
-            self.peak_bytes() as f64 / MIB
+            "whole process",
+            self.whole_process_bytes() as f64 / MIB
         )
     }
 }
@@ -456,6 +526,8 @@ impl MemoryPlan {
             optimizer_step: (k.step * p as f64) as u64,
             loss_terms: input.loss.map_or(0, |l| loss_terms_bytes(input, l)),
             pool: 0,
+            process_baseline: 0,
+            loader: 0,
         }
         .with_pool(input.allocator)
     }
@@ -470,6 +542,67 @@ impl MemoryEstimate {
         };
         self
     }
+}
+
+/// What runs beside the training step and holds memory in proportion to its settings: the
+/// loader's threads and read-ahead (`train.workers`, `train.prefetch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LoaderInput {
+    /// Worker threads decoding and augmenting samples.
+    pub workers: usize,
+    /// Samples queued ahead of the model.
+    pub prefetch: usize,
+}
+
+impl MemoryEstimate {
+    /// Adds what the rest of the process holds for a step of `input` fed by `loader`: the
+    /// process baseline ([`process_baseline`]) and the loader's samples ([`loader_bytes`]).
+    pub fn with_process(mut self, input: &PlanInput<'_>, loader: &LoaderInput) -> Self {
+        let loader = loader_bytes(input, loader);
+        match input.allocator {
+            Allocator::Heap => {
+                self.process_baseline = process_baseline(self.live_peak_bytes());
+                self.loader = loader;
+            }
+            // NOTE: the GPU's context is not measured yet: 0 until a GPU run measures it. The
+            // loader's samples live in host memory, outside the device's budget.
+            Allocator::CubeclPool => {
+                self.process_baseline = 0;
+                self.loader = 0;
+            }
+        }
+        self
+    }
+}
+
+// The process around a CPU step, measured on real `segfit train` runs (`cargo xtask bench
+// memory --calibrate`, table in BENCH-memory.md: MiT-B0, 128²–512², micro-batch 1–4, 1–2
+// workers, prefetch 1–64): peak RSS (VmHWM) minus the step's predicted live bytes was 34–100
+// MiB, highest at 128² (where the step is smallest), with no trend in the live bytes or the
+// prefetch that rose above that spread. PROCESS_BASE covers the highest measured (the binary's
+// code and data, burn-flex's and the loader's threads and glibc's per-thread arenas, the
+// run's evaluation and reporting); PROCESS_SLACK the allocator's pages around larger peaks.
+// The loader term comes on top as an upper bound (with 80 training samples the queue never
+// showed above that spread).
+const PROCESS_BASE: f64 = 100.0 * MIB;
+const PROCESS_SLACK: f64 = 0.02;
+// Resident bytes per sample the loader holds, per byte of its `pixel_values` and labels.
+const LOADER_SCALE: f64 = 1.0;
+
+/// The process baseline on the CPU around a step whose live peak is `live` bytes.
+pub fn process_baseline(live: u64) -> u64 {
+    (PROCESS_BASE + PROCESS_SLACK * live as f64) as u64
+}
+
+/// Host bytes of the samples a loader holds ahead of the model: the prefetch queue, one
+/// sample per worker in flight, and up to one per worker waiting to be put back in order,
+/// each an f32 `[bands, H, W]` image and a u8 label map.
+pub fn loader_bytes(input: &PlanInput<'_>, loader: &LoaderInput) -> u64 {
+    let sample = (input.height as f64)
+        * (input.width as f64)
+        * (4.0 * input.config.num_channels as f64 + 1.0);
+    let samples = (loader.prefetch.max(1) + 2 * loader.workers.max(1)) as f64;
+    (LOADER_SCALE * samples * sample) as u64
 }
 
 // CubeCL's pool over the live peak, fitted by least squares with `bench_memory --wgpu` on
@@ -503,7 +636,8 @@ pub struct FitChoice {
 }
 
 impl FitChoice {
-    /// One line for logs: `batch 2 × 8 steps in bf16: predicted 3.1 GiB of 8 GiB`.
+    /// One line for logs: `batch 2 × 8 steps in bf16: predicted 3.1 GiB of 8 GiB` (the whole
+    /// process when the fit counted it, see [`fit_whole_process`]).
     pub fn reason(&self) -> String {
         let prec = precision_name(self.precision);
         let ck = if self.checkpointing {
@@ -515,14 +649,14 @@ impl FitChoice {
             "batch {} × {} steps in {prec}{ck}: predicted {} of {}",
             self.micro_batch,
             self.accumulation_steps,
-            human(self.estimate.peak_bytes()),
+            human(self.estimate.whole_process_bytes()),
             human(self.budget)
         )
     }
 }
 
 /// `3.1 GiB`, `512 MiB`: one decimal, trailing `.0` dropped.
-pub(crate) fn human(bytes: u64) -> String {
+pub fn human(bytes: u64) -> String {
     let (v, unit) = if bytes as f64 >= GIB {
         (bytes as f64 / GIB, "GiB")
     } else {
@@ -544,6 +678,28 @@ pub fn fit_budget(
     effective_batch: usize,
     template: &PlanInputTemplate<'_>,
 ) -> Result<FitChoice, String> {
+    fit(budget_bytes, effective_batch, template, None)
+}
+
+/// [`fit_budget`] against the whole process ([`MemoryEstimate::whole_process_bytes`]): the
+/// step's peak plus the process baseline and the `loader`'s samples, so that a budget the
+/// planner accepts holds for the process, not only for its tensors. What `--memory-budget`
+/// uses.
+pub fn fit_whole_process(
+    budget_bytes: u64,
+    effective_batch: usize,
+    template: &PlanInputTemplate<'_>,
+    loader: &LoaderInput,
+) -> Result<FitChoice, String> {
+    fit(budget_bytes, effective_batch, template, Some(loader))
+}
+
+fn fit(
+    budget_bytes: u64,
+    effective_batch: usize,
+    template: &PlanInputTemplate<'_>,
+    loader: Option<&LoaderInput>,
+) -> Result<FitChoice, String> {
     if effective_batch == 0 {
         return Err("the effective batch must be at least 1".into());
     }
@@ -562,7 +718,12 @@ pub fn fit_budget(
         }
     }
     let predict = |batch, (precision, checkpointing)| {
-        MemoryPlan::predict(&template.mode(batch, precision, checkpointing))
+        let input = template.mode(batch, precision, checkpointing);
+        let estimate = MemoryPlan::predict(&input);
+        match loader {
+            Some(l) => estimate.with_process(&input, l),
+            None => estimate,
+        }
     };
     for &mode in &modes {
         for micro in (1..=effective_batch).rev() {
@@ -570,7 +731,7 @@ pub fn fit_budget(
                 continue;
             }
             let estimate = predict(micro, mode);
-            if estimate.peak_bytes() <= budget_bytes {
+            if estimate.whole_process_bytes() <= budget_bytes {
                 return Ok(FitChoice {
                     micro_batch: micro,
                     accumulation_steps: effective_batch / micro,
@@ -584,7 +745,7 @@ pub fn fit_budget(
     }
     let (smallest, (precision, checkpointing)) = modes
         .iter()
-        .map(|&m| (predict(1, m).peak_bytes(), m))
+        .map(|&m| (predict(1, m).whole_process_bytes(), m))
         .min_by_key(|&(bytes, _)| bytes)
         .unwrap_or((0, (template.precision, template.checkpointing)));
     let ck = if checkpointing {
@@ -645,7 +806,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     };
     let bytes = value * scale;
     if !(bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64) {
-        return bad("must be at least 1 byte");
+        return bad("expected between 1 byte and 16 EiB");
     }
     Ok(bytes.round() as u64)
 }
@@ -665,8 +826,12 @@ pub fn loss_terms_bytes(input: &PlanInput<'_>, loss: &segformer::SegLoss) -> u64
     if !loss.keeps_full_logits() {
         return 0;
     }
-    let full =
-        (input.batch.max(1) * input.config.num_labels() * input.height * input.width) as u64 * 4;
+    // f64: a hostile size or batch must not overflow (the callers bound them, see limits)
+    let full = input.batch.max(1) as f64
+        * input.config.num_labels() as f64
+        * input.height as f64
+        * input.width as f64
+        * 4.0;
     let per_term: u64 = loss
         .terms
         .iter()
@@ -678,5 +843,5 @@ pub fn loss_terms_bytes(input: &PlanInput<'_>, loss: &segformer::SegLoss) -> u64
             LossKind::Lovasz => 5,
         })
         .sum();
-    full * (1 + per_term)
+    (full * (1 + per_term) as f64) as u64
 }

@@ -28,7 +28,11 @@ pub(crate) fn prob(key: &str, p: f32) -> Result<(), AugmentError> {
     }
 }
 
-/// A required size is given and at least 1.
+/// The largest side a transform may produce: one 16384² 4-band f32 image is already 4 GiB,
+/// and a larger one would abort the process on allocation instead of failing here.
+pub(crate) const MAX_SIDE: usize = 16384;
+
+/// A required size is given, at least 1 and at most [`MAX_SIDE`].
 pub(crate) fn size(key: &str, field: &str, v: Option<usize>) -> Result<usize, AugmentError> {
     match v {
         None => Err(bad(
@@ -38,6 +42,12 @@ pub(crate) fn size(key: &str, field: &str, v: Option<usize>) -> Result<usize, Au
             "this transform needs it, e.g. `height = 512`",
         )),
         Some(0) => Err(bad(key, field, 0, "must be at least 1")),
+        Some(n) if n > MAX_SIDE => Err(bad(
+            key,
+            field,
+            n,
+            format!("must be at most {MAX_SIDE} pixels"),
+        )),
         Some(n) => Ok(n),
     }
 }
