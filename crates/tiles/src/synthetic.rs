@@ -1,7 +1,7 @@
 //! A synthetic "satellite" dataset: textured field parcels, rice paddies, roads, water, haze and
 //! sensor noise, with matching masks. Deterministic by `(seed, index)`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use image::{GrayImage, Luma};
 use imageproc::drawing::draw_polygon_mut;
@@ -363,7 +363,7 @@ pub(crate) fn gaussian(rng: &mut ChaCha8Rng) -> f32 {
 
 /// The split of sample `i` of `count` when `n_val` of them go to `val`: val samples are spread
 /// evenly (i is val when `i * n_val` wraps past a multiple of `count`).
-pub(crate) fn split_of(i: usize, count: usize, n_val: usize) -> &'static str {
+fn split_of(i: usize, count: usize, n_val: usize) -> &'static str {
     if (i * n_val) % count < n_val {
         "val"
     } else {
@@ -371,78 +371,77 @@ pub(crate) fn split_of(i: usize, count: usize, n_val: usize) -> &'static str {
     }
 }
 
-/// Writes the synthetic dataset in the split layout with `dataset.json`.
-pub fn prepare_synthetic(opts: &SyntheticOptions) -> Result<PrepareReport, TilesError> {
-    if opts.count < 2 {
+/// What a generated dataset is, for [`write_generated`].
+pub(crate) struct Generated<'a> {
+    /// The output directory (must be fresh).
+    pub out: &'a Path,
+    /// `dataset.json`'s `source`.
+    pub source: &'a str,
+    /// The sample id prefix (`<prefix>_00000`).
+    pub prefix: &'a str,
+    pub labels: LabelMap,
+    pub count: usize,
+    pub size: usize,
+    pub val_ratio: f64,
+    pub bands: usize,
+    pub kind: SampleKind,
+}
+
+/// The writer shared by the generated datasets (synthetic paddies, texture task): checks the
+/// count, size and split ratio, then writes each sample `sample(i)` into the split layout (the
+/// image through `write_image(dir, id, i, image)`, the mask as PNG), accumulates the train
+/// split's band statistics and saves `dataset.json`.
+pub(crate) fn write_generated(
+    spec: &Generated,
+    mut sample: impl FnMut(usize) -> (Raster, Mask),
+    mut write_image: impl FnMut(&Path, &str, usize, &Raster) -> Result<(), TilesError>,
+) -> Result<PrepareReport, TilesError> {
+    if spec.count < 2 {
         return Err(TilesError::option(
             "count",
-            opts.count,
+            spec.count,
             "need at least 2 samples (one per split)",
         ));
     }
-    if opts.size < 16 {
+    if spec.size < 16 {
         return Err(TilesError::option(
             "size",
-            opts.size,
+            spec.size,
             "images must be at least 16 pixels wide",
         ));
     }
-    if !(0.0..1.0).contains(&opts.val_ratio) {
+    if !(0.0..1.0).contains(&spec.val_ratio) {
         return Err(TilesError::option(
             "val_ratio",
-            opts.val_ratio,
+            spec.val_ratio,
             "must be in [0, 1)",
         ));
     }
-    into_fresh_output(&opts.out, || {
-        let labels = opts.labels();
+    let out = spec.out.to_path_buf();
+    into_fresh_output(&out, || {
         let n_val =
-            ((opts.count as f64 * opts.val_ratio).round() as usize).clamp(1, opts.count - 1);
-        let (bands, kind) = if opts.multispectral {
-            (4, SampleKind::U16)
-        } else {
-            (3, SampleKind::U8)
-        };
-        let mut stats = StatsAccumulator::new(bands, kind);
-        let mut meta = DatasetMeta::new("synthetic", &labels, kind, bands, Vec::new());
-        for i in 0..opts.count {
-            let split = split_of(i, opts.count, n_val);
-            let (image, mask) = generate_sample(opts, i);
-            let id = format!("syn_{i:05}");
-            let img_dir = opts.out.join("images").join(split);
-            let mask_path = opts.out.join("masks").join(split).join(format!("{id}.png"));
-            if opts.multispectral {
-                // A 10 m grid somewhere in UTM 51N (EPSG:32651), one sample per kilometre square.
-                let geo = GeoRef {
-                    transform: [
-                        300_000.0 + 1000.0 * i as f64,
-                        10.0,
-                        0.0,
-                        1_600_000.0,
-                        0.0,
-                        -10.0,
-                    ],
-                    geo_key_directory: Some(vec![
-                        1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32651,
-                    ]),
-                    geo_double_params: None,
-                    geo_ascii_params: None,
-                    nodata: None,
-                };
-                write_geotiff(&img_dir.join(format!("{id}.tif")), &image, Some(&geo))?;
-            } else {
-                write_png(&img_dir.join(format!("{id}.png")), &image)?;
-            }
-            write_mask_png(&mask_path, &mask)?;
+            ((spec.count as f64 * spec.val_ratio).round() as usize).clamp(1, spec.count - 1);
+        let mut stats = StatsAccumulator::new(spec.bands, spec.kind);
+        let mut meta =
+            DatasetMeta::new(spec.source, &spec.labels, spec.kind, spec.bands, Vec::new());
+        for i in 0..spec.count {
+            let split = split_of(i, spec.count, n_val);
+            let (image, mask) = sample(i);
+            let id = format!("{}_{i:05}", spec.prefix);
+            write_image(&out.join("images").join(split), &id, i, &image)?;
+            write_mask_png(
+                &out.join("masks").join(split).join(format!("{id}.png")),
+                &mask,
+            )?;
             if split == "train" {
                 stats.add(&image, None);
             }
             *meta.splits.entry(split.to_string()).or_insert(0) += 1;
         }
         meta.band_stats = stats.finish();
-        meta.save(&opts.out)?;
+        meta.save(&out)?;
         Ok(PrepareReport {
-            out: opts.out.clone(),
+            out: out.clone(),
             meta,
             audit: None,
             skipped_tiles: 0,
@@ -450,4 +449,51 @@ pub fn prepare_synthetic(opts: &SyntheticOptions) -> Result<PrepareReport, Tiles
             notes: Vec::new(),
         })
     })
+}
+
+/// Writes the synthetic dataset in the split layout with `dataset.json`.
+pub fn prepare_synthetic(opts: &SyntheticOptions) -> Result<PrepareReport, TilesError> {
+    let (bands, kind) = if opts.multispectral {
+        (4, SampleKind::U16)
+    } else {
+        (3, SampleKind::U8)
+    };
+    let spec = Generated {
+        out: &opts.out,
+        source: "synthetic",
+        prefix: "syn",
+        labels: opts.labels(),
+        count: opts.count,
+        size: opts.size,
+        val_ratio: opts.val_ratio,
+        bands,
+        kind,
+    };
+    write_generated(
+        &spec,
+        |i| generate_sample(opts, i),
+        |dir, id, i, image| {
+            if !opts.multispectral {
+                return write_png(&dir.join(format!("{id}.png")), image);
+            }
+            // A 10 m grid somewhere in UTM 51N (EPSG:32651), one sample per kilometre square.
+            let geo = GeoRef {
+                transform: [
+                    300_000.0 + 1000.0 * i as f64,
+                    10.0,
+                    0.0,
+                    1_600_000.0,
+                    0.0,
+                    -10.0,
+                ],
+                geo_key_directory: Some(vec![
+                    1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32651,
+                ]),
+                geo_double_params: None,
+                geo_ascii_params: None,
+                nodata: None,
+            };
+            write_geotiff(&dir.join(format!("{id}.tif")), image, Some(&geo))
+        },
+    )
 }

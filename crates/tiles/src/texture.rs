@@ -15,12 +15,10 @@ use rand_chacha::ChaCha8Rng;
 use raster::{Mask, Raster, RasterData, SampleKind};
 
 use crate::error::TilesError;
-use crate::io::{write_mask_png, write_png};
+use crate::io::write_png;
 use crate::labels::LabelMap;
-use crate::meta::DatasetMeta;
-use crate::prepare::{PrepareReport, into_fresh_output};
-use crate::stats::StatsAccumulator;
-use crate::synthetic::{gaussian, split_of};
+use crate::prepare::PrepareReport;
+use crate::synthetic::{Generated, gaussian, write_generated};
 
 /// What to generate (see the [module docs](self)).
 #[derive(Clone, Debug)]
@@ -113,20 +111,6 @@ pub fn generate_texture_sample(opts: &TextureOptions, index: usize) -> (Raster, 
 
 /// Writes the texture task in the split layout with `dataset.json` (RGB u8 PNGs).
 pub fn prepare_texture(opts: &TextureOptions) -> Result<PrepareReport, TilesError> {
-    if opts.count < 2 {
-        return Err(TilesError::option(
-            "count",
-            opts.count,
-            "need at least 2 samples (one per split)",
-        ));
-    }
-    if opts.size < 16 {
-        return Err(TilesError::option(
-            "size",
-            opts.size,
-            "images must be at least 16 pixels wide",
-        ));
-    }
     if opts.period < 2 || opts.period % 2 != 0 {
         return Err(TilesError::option(
             "period",
@@ -134,49 +118,20 @@ pub fn prepare_texture(opts: &TextureOptions) -> Result<PrepareReport, TilesErro
             "must be even and at least 2 (half of it each colour)",
         ));
     }
-    if !(0.0..1.0).contains(&opts.val_ratio) {
-        return Err(TilesError::option(
-            "val_ratio",
-            opts.val_ratio,
-            "must be in [0, 1)",
-        ));
-    }
-    into_fresh_output(&opts.out, || {
-        let labels = opts.labels();
-        let n_val =
-            ((opts.count as f64 * opts.val_ratio).round() as usize).clamp(1, opts.count - 1);
-        let mut stats = StatsAccumulator::new(3, SampleKind::U8);
-        let mut meta = DatasetMeta::new("texture", &labels, SampleKind::U8, 3, Vec::new());
-        for i in 0..opts.count {
-            let split = split_of(i, opts.count, n_val);
-            let (image, mask) = generate_texture_sample(opts, i);
-            let id = format!("tex_{i:05}");
-            write_png(
-                &opts
-                    .out
-                    .join("images")
-                    .join(split)
-                    .join(format!("{id}.png")),
-                &image,
-            )?;
-            write_mask_png(
-                &opts.out.join("masks").join(split).join(format!("{id}.png")),
-                &mask,
-            )?;
-            if split == "train" {
-                stats.add(&image, None);
-            }
-            *meta.splits.entry(split.to_string()).or_insert(0) += 1;
-        }
-        meta.band_stats = stats.finish();
-        meta.save(&opts.out)?;
-        Ok(PrepareReport {
-            out: opts.out.clone(),
-            meta,
-            audit: None,
-            skipped_tiles: 0,
-            dropped_tiles: 0,
-            notes: Vec::new(),
-        })
-    })
+    let spec = Generated {
+        out: &opts.out,
+        source: "texture",
+        prefix: "tex",
+        labels: opts.labels(),
+        count: opts.count,
+        size: opts.size,
+        val_ratio: opts.val_ratio,
+        bands: 3,
+        kind: SampleKind::U8,
+    };
+    write_generated(
+        &spec,
+        |i| generate_texture_sample(opts, i),
+        |dir, id, _, image| write_png(&dir.join(format!("{id}.png")), image),
+    )
 }
