@@ -21,6 +21,23 @@ pub(crate) fn hsv_shift(data: &mut RasterData, hue: f32, sat: f32, val: f32) {
 /// OpenCV's `hsv_shift` fixed-point precision (`color_hsv.simd.hpp`).
 const HSV_SHIFT: u32 = 12;
 
+/// OpenCV's fixed-point division tables for RGB → HSV on u8 (`sdiv[i] = (255 << 12) / i`,
+/// `hdiv[i] = (180 << 12) / (6 i)`, 0 at 0); `saturate_cast<int>` rounds to nearest, ties to
+/// even.
+fn division_tables() -> ([i32; 256], [i32; 256]) {
+    let div = |num: u32, den: f64| {
+        if den == 0.0 {
+            0
+        } else {
+            ((num << HSV_SHIFT) as f64 / den).round_ties_even() as i32
+        }
+    };
+    (
+        std::array::from_fn(|i| div(255, i as f64)),
+        std::array::from_fn(|i| div(180, 6.0 * i as f64)),
+    )
+}
+
 /// albumentations' `_shift_hsv_uint8`: RGB → 8-bit HSV, `hue = (h + shift) mod 180` and
 /// `sat`/`val` clipped to `[0, 255]`, each truncated to u8 through a lookup table; then
 /// HSV → RGB.
@@ -29,21 +46,7 @@ const HSV_SHIFT: u32 = 12;
 /// all have some saturation; truncation of fractional shifts follows albumentations' source
 /// (`np.clip(lut + shift, 0, 255).astype(uint8)`), not a fixture.
 fn shift_u8(v: &mut [u8], hue: f32, sat: f32, val: f32) {
-    // OpenCV's tables: `saturate_cast<int>` rounds to nearest, ties to even.
-    let sdiv: [i32; 256] = std::array::from_fn(|i| {
-        if i == 0 {
-            0
-        } else {
-            ((255 << HSV_SHIFT) as f64 / i as f64).round_ties_even() as i32
-        }
-    });
-    let hdiv: [i32; 256] = std::array::from_fn(|i| {
-        if i == 0 {
-            0
-        } else {
-            ((180 << HSV_SHIFT) as f64 / (6.0 * i as f64)).round_ties_even() as i32
-        }
-    });
+    let (sdiv, hdiv) = division_tables();
     // albumentations' tables, `arange(256)` plus the shift in f64, truncated by `astype`.
     let hue_lut: [u8; 256] =
         std::array::from_fn(|i| (i as f64 + hue as f64).rem_euclid(180.0) as u8);
@@ -203,20 +206,7 @@ mod tests {
         // Independent of OpenCV's tables: hue/2 and 255·s from the float formula, over a grid
         // of colours; the fixed-point divisions may land one step off where the exact value
         // is within rounding distance of a half.
-        let sdiv: [i32; 256] = std::array::from_fn(|i| {
-            if i == 0 {
-                0
-            } else {
-                ((255 << HSV_SHIFT) as f64 / i as f64).round_ties_even() as i32
-            }
-        });
-        let hdiv: [i32; 256] = std::array::from_fn(|i| {
-            if i == 0 {
-                0
-            } else {
-                ((180 << HSV_SHIFT) as f64 / (6.0 * i as f64)).round_ties_even() as i32
-            }
-        });
+        let (sdiv, hdiv) = division_tables();
         for r in (0..=255u8).step_by(15) {
             for g in (0..=255u8).step_by(17) {
                 for b in (0..=255u8).step_by(51) {
