@@ -9,7 +9,7 @@
 //!     "[model]\npreset = \"mit-b0\"\n[data]\nroot = \"data/synthetic\"\nsize = [128, 128]\n",
 //!     &["train.epochs=2".to_string()],
 //! )?;
-//! let opts = RunOptions { run_dir: "runs/demo".into(), resume: false, kernels: Default::default() };
+//! let opts = RunOptions::new("runs/demo");
 //! let summary = train::train::<Autodiff<Flex>>(&cfg, &opts, &Default::default())?;
 //! println!("val mIoU {:?}", summary.last_eval.map(|e| e.metrics.miou));
 //! # Ok::<(), train::TrainError>(())

@@ -42,6 +42,17 @@ pub struct RunOptions {
     pub kernels: segformer::Kernels,
 }
 
+impl RunOptions {
+    /// A fresh run (no resume) into `run_dir` with the fastest kernels the backend has.
+    pub fn new(run_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            run_dir: run_dir.into(),
+            resume: false,
+            kernels: segformer::Kernels::Auto,
+        }
+    }
+}
+
 /// What a finished run reports.
 #[derive(Clone, Debug)]
 pub struct RunSummary {

@@ -150,16 +150,7 @@ fn bf16_training_reduces_the_loss() {
     );
     let cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
     let run = tmp.path().join("run");
-    train::train::<B>(
-        &cfg,
-        &RunOptions {
-            run_dir: run.clone(),
-            resume: false,
-            kernels: segformer::Kernels::Auto,
-        },
-        &Default::default(),
-    )
-    .unwrap();
+    train::train::<B>(&cfg, &RunOptions::new(run.clone()), &Default::default()).unwrap();
     let losses: Vec<f64> = std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()

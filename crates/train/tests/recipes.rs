@@ -42,11 +42,7 @@ fn pretrained_rgb_encoder_trains_on_selected_bands_and_stops_early() {
     );
     let cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
     let run = tmp.path().join("run");
-    let opts = RunOptions {
-        run_dir: run.clone(),
-        resume: false,
-        kernels: segformer::Kernels::Auto,
-    };
+    let opts = RunOptions::new(run.clone());
     let summary = train::train::<B>(&cfg, &opts, &Default::default()).unwrap();
 
     // min_delta = 1 can never be met: the first evaluation sets the best, the next two do

@@ -110,16 +110,8 @@ fn run(s: &Setup, name: &str, extra: &[&str]) -> (PathBuf, Params) {
     let extra: Vec<String> = extra.iter().map(|e| e.to_string()).collect();
     let cfg = config(&s.root, Some(&s.init), &extra);
     let dir = s.tmp.path().join(name);
-    let summary = train::train::<B>(
-        &cfg,
-        &RunOptions {
-            run_dir: dir.clone(),
-            resume: false,
-            kernels: segformer::Kernels::Auto,
-        },
-        &Default::default(),
-    )
-    .unwrap();
+    let summary =
+        train::train::<B>(&cfg, &RunOptions::new(dir.clone()), &Default::default()).unwrap();
     assert_eq!(summary.skipped_steps, 0, "{name}: a step was skipped");
     let p = load(&dir.join("checkpoints/last"));
     (dir, p)

@@ -110,11 +110,7 @@ fn mit_b0_learns_stripe_orientation_that_colour_cannot_tell() {
     let started = Instant::now();
     let summary = train::train::<B>(
         &cfg,
-        &RunOptions {
-            run_dir: tmp.path().join("run"),
-            resume: false,
-            kernels: segformer::Kernels::Auto,
-        },
+        &RunOptions::new(tmp.path().join("run")),
         &Default::default(),
     )
     .unwrap();

@@ -52,16 +52,8 @@ fn learns_the_synthetic_paddies() {
         ],
     );
     let run = tmp.path().join("run");
-    let summary = train::train::<B>(
-        &cfg,
-        &RunOptions {
-            run_dir: run.clone(),
-            resume: false,
-            kernels: segformer::Kernels::Auto,
-        },
-        &Default::default(),
-    )
-    .unwrap();
+    let summary =
+        train::train::<B>(&cfg, &RunOptions::new(run.clone()), &Default::default()).unwrap();
     let eval = summary.last_eval.expect("evaluated");
     // Majority-class baseline: predict the most frequent class everywhere.
     let rows = eval.confusion.rows();
@@ -157,11 +149,7 @@ fn memory_child() {
             "train.workers=1",
         ],
     );
-    let opts = RunOptions {
-        run_dir: dir.join(format!("run{steps}")),
-        resume: false,
-        kernels: segformer::Kernels::Auto,
-    };
+    let opts = RunOptions::new(dir.join(format!("run{steps}")));
     train::train::<B>(&cfg, &opts, &Default::default()).unwrap();
     println!("PEAK_RSS={}", peak_rss_bytes());
 }

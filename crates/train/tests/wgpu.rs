@@ -50,11 +50,7 @@ fn config(dir: &Path, extra: &[&str]) -> TrainConfig {
 }
 
 fn options(run_dir: &Path) -> RunOptions {
-    RunOptions {
-        run_dir: run_dir.to_path_buf(),
-        resume: false,
-        kernels: segformer::Kernels::Auto,
-    }
+    RunOptions::new(run_dir.to_path_buf())
 }
 
 /// The per-step losses of a run, from its `metrics.jsonl`.
