@@ -17,7 +17,6 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail, ensure};
 
 use crate::bench_predict::measure;
-use crate::project_root;
 
 /// One run: what was asked, what the planner predicted, what the process measured.
 struct Row {
@@ -56,19 +55,15 @@ fn parse_mib(text: &str) -> Result<f64> {
     Ok(n.trim().parse::<f64>().context("budget number")? * scale)
 }
 
-/// The first `"name": value` in `json` (the plan's JSON has unique names).
-fn field<'a>(json: &'a str, name: &str) -> Option<&'a str> {
-    let key = format!("\"{name}\":");
-    let start = json.find(&key)? + key.len();
-    let rest = json[start..].trim_start();
-    let end = rest.find([',', '\n', '}']).unwrap_or(rest.len());
-    Some(rest[..end].trim().trim_matches('"'))
+/// `name` in segfit plan's JSON: at its top (what a budget fit chose) or in its `estimate`.
+fn plan_value<'a>(plan: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    plan.get(name).or_else(|| plan.get("estimate")?.get(name))
 }
 
-fn number(json: &str, name: &str) -> Result<f64> {
-    field(json, name)
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("`{name}` in segfit plan's JSON:\n{json}"))
+fn number(plan: &serde_json::Value, name: &str) -> Result<f64> {
+    plan_value(plan, name)
+        .and_then(serde_json::Value::as_f64)
+        .with_context(|| format!("`{name}` in segfit plan's JSON:\n{plan}"))
 }
 
 struct Setup {
@@ -177,7 +172,7 @@ pub fn run(args: &[String]) -> Result<()> {
 fn setup(steps: usize, segfit: Option<PathBuf>) -> Result<Setup> {
     let segfit = match segfit {
         Some(path) => path,
-        None => build_segfit()?,
+        None => crate::segfit::build()?,
     };
     let dir = std::env::temp_dir().join(format!("segfit-bench-budgets-{}", std::process::id()));
     if dir.exists() {
@@ -210,21 +205,6 @@ fn setup(steps: usize, segfit: Option<PathBuf>) -> Result<Setup> {
     })
 }
 
-/// `cargo build -p segfit` (dev profile) and the binary's path.
-fn build_segfit() -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .current_dir(project_root())
-        .args(["build", "-p", "segfit"])
-        .status()
-        .context("building segfit")?;
-    ensure!(status.success(), "building segfit failed ({status})");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| project_root().join("target"));
-    Ok(target.join("debug").join("segfit"))
-}
-
 /// One case's row, or `None` when the planner refuses the budget (printed: the refusal is the
 /// promise kept, nothing is run).
 fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Option<Row>> {
@@ -245,7 +225,6 @@ fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Option<Row>> {
         None => plan.args(["--batch", &c.batch.to_string()]),
     };
     let out = plan.output().context("segfit plan")?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if let (Some(b), false) = (&c.budget, out.status.success()) {
         let why = String::from_utf8_lossy(&out.stderr);
         println!("| {b} | refused by the planner: {} |", why.trim());
@@ -256,16 +235,21 @@ fn run_case(s: &Setup, c: &Case, index: usize) -> Result<Option<Row>> {
         "segfit plan failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let plan: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("segfit plan --json printed no JSON")?;
     let chosen = match &c.budget {
         Some(_) => (
-            number(&text, "micro_batch")? as usize,
-            number(&text, "accumulation_steps")? as usize,
-            field(&text, "precision").unwrap_or("?").to_string(),
-            field(&text, "checkpointing") == Some("true"),
+            number(&plan, "micro_batch")? as usize,
+            number(&plan, "accumulation_steps")? as usize,
+            plan_value(&plan, "precision")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+                .to_string(),
+            plan_value(&plan, "checkpointing") == Some(&serde_json::Value::Bool(true)),
         ),
         None => (c.batch, 1, "f32".into(), false),
     };
-    let mib = |name: &str| number(&text, name).map(|b| b / (1024.0 * 1024.0));
+    let mib = |name: &str| number(&plan, name).map(|b| b / (1024.0 * 1024.0));
     let run_dir = s.dir.join(format!("run{index}"));
     let mut train = Command::new(&s.segfit);
     train

@@ -41,19 +41,7 @@ pub fn run(args: &[String]) -> Result<()> {
     {
         prepare::run(&[])?;
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .current_dir(&root)
-        .args(["build", "-p", "segfit"])
-        .status()
-        .with_context(|| format!("running {cargo} build"))?;
-    if !status.success() {
-        bail!("building segfit failed ({status})");
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let segfit = target.join("debug").join("segfit");
+    let segfit = crate::segfit::build()?;
     let scratch = std::env::temp_dir().join(format!("segfit-bench-train-{}", std::process::id()));
     let out = keep.clone().unwrap_or_else(|| scratch.clone());
     if out.exists() {

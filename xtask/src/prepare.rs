@@ -2,8 +2,9 @@
 
 use anyhow::Result;
 
-/// The synthetic set of `configs/synthetic-quick.toml`: 80 tiles of 128×128 (64 train, 16 val).
-pub const SYNTHETIC_ARGS: [&str; 5] = ["--synthetic", "--count", "80", "--size", "128"];
+/// The synthetic set of `configs/synthetic-quick.toml`: 80 tiles of 128×128 (64 train, 16 val),
+/// as flag/value pairs that a flag of the caller's replaces.
+pub const SYNTHETIC_ARGS: [(&str, &str); 2] = [("--count", "80"), ("--size", "128")];
 
 /// Where the synthetic set goes unless `--out` is given.
 pub const SYNTHETIC_OUT: &str = "data/synthetic";
@@ -12,12 +13,14 @@ pub const SYNTHETIC_OUT: &str = "data/synthetic";
 pub fn run(extra: &[String]) -> Result<()> {
     let mut args = vec!["prepare".to_string()];
     if extra.is_empty() || extra.iter().any(|a| a == "--synthetic") {
-        args.extend(
-            SYNTHETIC_ARGS
-                .iter()
-                .filter(|a| !extra.contains(&a.to_string()))
-                .map(|s| s.to_string()),
-        );
+        if extra.is_empty() {
+            args.push("--synthetic".to_string());
+        }
+        for (flag, value) in SYNTHETIC_ARGS {
+            if !extra.iter().any(|a| a == flag) {
+                args.extend([flag.to_string(), value.to_string()]);
+            }
+        }
     }
     if !extra.iter().any(|a| a == "--out") {
         args.extend(["--out".to_string(), SYNTHETIC_OUT.to_string()]);
