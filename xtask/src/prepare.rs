@@ -9,11 +9,13 @@ pub const SYNTHETIC_ARGS: [(&str, &str); 2] = [("--count", "80"), ("--size", "12
 /// Where the synthetic set goes unless `--out` is given.
 pub const SYNTHETIC_OUT: &str = "data/synthetic";
 
-/// Runs `segfit prepare` with `extra` flags; without any, the default synthetic set.
+/// Runs `segfit prepare` with `extra` flags: the synthetic set (default count and size unless
+/// given) unless `--images` or `--scenes` points at real data.
 pub fn run(extra: &[String]) -> Result<()> {
     let mut args = vec!["prepare".to_string()];
-    if extra.is_empty() || extra.iter().any(|a| a == "--synthetic") {
-        if extra.is_empty() {
+    // Synthetic unless the caller points at real data.
+    if !extra.iter().any(|a| a == "--images" || a == "--scenes") {
+        if !extra.iter().any(|a| a == "--synthetic") {
             args.push("--synthetic".to_string());
         }
         for (flag, value) in SYNTHETIC_ARGS {
