@@ -86,6 +86,37 @@ pub fn save_checkpoint<B: AutodiffBackend>(
     replace_dir(&staged, dir).map_err(|e| TrainError::io(dir, e))
 }
 
+/// Makes `dst` the same checkpoint as `src`, a directory [`save_checkpoint`] has just written:
+/// its files are hard-linked (copied where the file system cannot link) into a staging
+/// directory that is swapped in whole. `best` after an improving epoch is `last`, so the model
+/// and optimizer state are serialised and written once, not twice. Safe because checkpoints are
+/// never modified in place: a later `last` is new files in a new directory, and the linked
+/// ones keep their content.
+pub(crate) fn copy_checkpoint(src: &Path, dst: &Path) -> Result<(), TrainError> {
+    let staged = dst.with_extension("staging");
+    if staged.exists() {
+        std::fs::remove_dir_all(&staged).map_err(|e| TrainError::io(&staged, e))?;
+    }
+    std::fs::create_dir_all(&staged).map_err(|e| TrainError::io(&staged, e))?;
+    for entry in std::fs::read_dir(src).map_err(|e| TrainError::io(src, e))? {
+        let from = entry.map_err(|e| TrainError::io(src, e))?.path();
+        let Some(name) = from.file_name() else {
+            continue;
+        };
+        let to = staged.join(name);
+        if from.is_dir() {
+            return Err(TrainError::Checkpoint {
+                path: src.to_path_buf(),
+                reason: format!("unexpected subdirectory {}", from.display()),
+            });
+        }
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).map_err(|e| TrainError::io(&from, e))?;
+        }
+    }
+    replace_dir(&staged, dst).map_err(|e| TrainError::io(dst, e))
+}
+
 /// Reads the loop state and optimizer moments of a checkpoint written by [`save_checkpoint`].
 pub fn load_trainer_state(
     dir: &Path,
@@ -156,4 +187,56 @@ fn safetensors_to_tensors(bytes: &[u8]) -> Result<Vec<(String, TensorData)>, Str
         out.push((name, TensorData::new(values, view.shape().to_vec())));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_dir(dir: &Path, files: &[(&str, &str)]) {
+        let staged = dir.with_extension("staging");
+        std::fs::create_dir_all(&staged).unwrap();
+        for (name, text) in files {
+            std::fs::write(staged.join(name), text).unwrap();
+        }
+        replace_dir(&staged, dir).unwrap();
+    }
+
+    fn read(dir: &Path, name: &str) -> String {
+        std::fs::read_to_string(dir.join(name)).unwrap()
+    }
+
+    #[test]
+    fn copy_checkpoint_survives_the_next_last() {
+        let run = tempfile::tempdir().unwrap();
+        let (last, best) = (run.path().join("last"), run.path().join("best"));
+        write_dir(
+            &best,
+            &[("model.safetensors", "older"), ("stale.json", "x")],
+        );
+        write_dir(
+            &last,
+            &[("model.safetensors", "epoch 1"), ("state.json", "1")],
+        );
+        copy_checkpoint(&last, &best).unwrap();
+        assert_eq!(read(&best, "model.safetensors"), "epoch 1");
+        assert_eq!(read(&best, "state.json"), "1");
+        assert!(!best.join("stale.json").exists(), "best is replaced whole");
+        assert!(!run.path().join("best.staging").exists());
+        // The next epoch's `last` is written the way save_checkpoint writes it; best keeps epoch 1.
+        write_dir(
+            &last,
+            &[("model.safetensors", "epoch 2"), ("state.json", "2")],
+        );
+        assert_eq!(read(&last, "model.safetensors"), "epoch 2");
+        assert_eq!(read(&best, "model.safetensors"), "epoch 1");
+        assert_eq!(read(&best, "state.json"), "1");
+    }
+
+    #[test]
+    fn copy_checkpoint_names_a_missing_source() {
+        let run = tempfile::tempdir().unwrap();
+        let err = copy_checkpoint(&run.path().join("nope"), &run.path().join("best")).unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
 }

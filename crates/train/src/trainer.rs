@@ -227,7 +227,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             ));
         }
         if let Some(r) = &report {
-            reporter.note(&format!("loaded {r}"));
+            reporter.note(&r.to_string());
         }
         let loss = crate::loss::resolve_for_run(cfg, &data)?;
         if loss != segformer::SegLoss::default() {
@@ -498,7 +498,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .overlays(&inner, &self.data.val, t.overlay_samples)?;
         self.save(&self.run.last())?;
         if improved {
-            self.save(&self.run.best())?;
+            crate::checkpoint::copy_checkpoint(&self.run.last(), &self.run.best())?;
         }
         self.last_eval = Some(eval);
         Ok(())

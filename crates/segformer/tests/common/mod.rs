@@ -104,28 +104,29 @@ type Train = Autodiff<Flex>;
 // them). `worst` bounds the worst element as a fraction of the tensor's largest magnitude: an
 // error spread over the tensor gives `worst <= rel`, so the relative bound applied element by
 // element catches one bad element that the norm would dilute (a wrong border pixel, one
-// channel). NOTE: set equal to `rel`, not yet tightened to measured errors (each comparison
-// prints both).
+// channel). The `worst` bounds sit 7-13x above the largest worst-element errors measured over
+// the suite (CPU and wgpu/lavapipe; each comparison prints both): eval 2.4e-6, loss 7.6e-8,
+// gradients 1.4e-5, BatchNorm statistics 4.1e-7.
 
 /// Eval outputs (logits, every hidden state), eval and train mode.
 pub const EVAL: Tol = Tol {
     rel: 1e-4,
-    worst: 1e-4,
+    worst: 2e-5,
 };
 /// The scalar loss (`worst` is its relative error too).
 pub const LOSS: Tol = Tol {
     rel: 1e-5,
-    worst: 1e-5,
+    worst: 1e-6,
 };
 /// Every gradient but the zero-by-construction ones.
 pub const GRAD: Tol = Tol {
     rel: 1e-3,
-    worst: 1e-3,
+    worst: 1e-4,
 };
 /// The decode head's BatchNorm running statistics after the step.
 pub const STATS: Tol = Tol {
     rel: 1e-5,
-    worst: 1e-5,
+    worst: 5e-6,
 };
 
 /// Eval-mode logits and every encoder stage output against `eval.*`, the layers run by
