@@ -105,8 +105,9 @@ type Train = Autodiff<Flex>;
 // error spread over the tensor gives `worst <= rel`, so the relative bound applied element by
 // element catches one bad element that the norm would dilute (a wrong border pixel, one
 // channel). The `worst` bounds sit 7-13x above the largest worst-element errors measured over
-// the suite (CPU and wgpu/lavapipe; each comparison prints both): eval 2.4e-6, loss 7.6e-8,
-// gradients 1.4e-5, BatchNorm statistics 4.1e-7.
+// the suite (CPU and wgpu/lavapipe; each comparison prints both): eval 2.4e-6, gradients 1.4e-5,
+// BatchNorm statistics 4.1e-7. The loss keeps its 1e-5: burn's composed and recomputing paths
+// measure 2.4e-6 (the fused one 7.6e-8).
 
 /// Eval outputs (logits, every hidden state), eval and train mode.
 pub const EVAL: Tol = Tol {
@@ -116,7 +117,7 @@ pub const EVAL: Tol = Tol {
 /// The scalar loss (`worst` is its relative error too).
 pub const LOSS: Tol = Tol {
     rel: 1e-5,
-    worst: 1e-6,
+    worst: 1e-5,
 };
 /// Every gradient but the zero-by-construction ones.
 pub const GRAD: Tol = Tol {
