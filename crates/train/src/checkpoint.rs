@@ -72,10 +72,7 @@ pub fn save_checkpoint<B: AutodiffBackend>(
     optim: &AdamW<B>,
     state: &TrainerState,
 ) -> Result<(), TrainError> {
-    let staged = dir.with_extension("staging");
-    if staged.exists() {
-        std::fs::remove_dir_all(&staged).map_err(|e| TrainError::io(&staged, e))?;
-    }
+    let staged = clear_staging(dir)?;
     segformer::save_hf_dir(model, &staged)?;
     let bytes = tensors_to_safetensors(&optim.state_tensors())?;
     write_atomic(&staged.join("optimizer.safetensors"), &bytes)
@@ -93,17 +90,12 @@ pub fn save_checkpoint<B: AutodiffBackend>(
 /// never modified in place: a later `last` is new files in a new directory, and the linked
 /// ones keep their content.
 pub(crate) fn copy_checkpoint(src: &Path, dst: &Path) -> Result<(), TrainError> {
-    let staged = dst.with_extension("staging");
-    if staged.exists() {
-        std::fs::remove_dir_all(&staged).map_err(|e| TrainError::io(&staged, e))?;
-    }
+    let staged = clear_staging(dst)?;
     std::fs::create_dir_all(&staged).map_err(|e| TrainError::io(&staged, e))?;
     for entry in std::fs::read_dir(src).map_err(|e| TrainError::io(src, e))? {
-        let from = entry.map_err(|e| TrainError::io(src, e))?.path();
-        let Some(name) = from.file_name() else {
-            continue;
-        };
-        let to = staged.join(name);
+        let entry = entry.map_err(|e| TrainError::io(src, e))?;
+        let (from, to) = (entry.path(), staged.join(entry.file_name()));
+        // A checkpoint is flat (config, weights, optimizer, state); anything else is not ours.
         if from.is_dir() {
             return Err(TrainError::Checkpoint {
                 path: src.to_path_buf(),
@@ -115,6 +107,16 @@ pub(crate) fn copy_checkpoint(src: &Path, dst: &Path) -> Result<(), TrainError> 
         }
     }
     replace_dir(&staged, dst).map_err(|e| TrainError::io(dst, e))
+}
+
+/// The staging directory a checkpoint `dir` is written into before [`replace_dir`] swaps it in,
+/// with what a crashed earlier write left there removed.
+fn clear_staging(dir: &Path) -> Result<PathBuf, TrainError> {
+    let staged = dir.with_extension("staging");
+    if staged.exists() {
+        std::fs::remove_dir_all(&staged).map_err(|e| TrainError::io(&staged, e))?;
+    }
+    Ok(staged)
 }
 
 /// Reads the loop state and optimizer moments of a checkpoint written by [`save_checkpoint`].
@@ -218,7 +220,11 @@ mod tests {
             &last,
             &[("model.safetensors", "epoch 1"), ("state.json", "1")],
         );
+        // What a write that crashed midway left behind is not carried into best.
+        std::fs::create_dir_all(run.path().join("best.staging")).unwrap();
+        std::fs::write(run.path().join("best.staging/partial"), "x").unwrap();
         copy_checkpoint(&last, &best).unwrap();
+        assert!(!best.join("partial").exists());
         assert_eq!(read(&best, "model.safetensors"), "epoch 1");
         assert_eq!(read(&best, "state.json"), "1");
         assert!(!best.join("stale.json").exists(), "best is replaced whole");
