@@ -113,8 +113,8 @@ impl<B: Backend> DecodeHead<B> {
             (None, None) => Tensor::zeros([d], &fuse.device()),
         };
         // relu(bn(Σ_i up(maps[i]) + shift)) at the first stage's size: [B, D, H_0, W_0]
-        let x = ops::decode_tail(maps, shift, &self.batch_norm, [h0, w0], c);
-        let x = self.dropout.forward(x);
+        // relu(bn(·)) and the classifier's dropout (fused into one pass where it can be).
+        let x = ops::decode_tail(maps, shift, &self.batch_norm, &self.dropout, [h0, w0], c);
         // The 1×1 classifier as one matmul: [L, D] x [B, D, H_0*W_0] -> [B, L, H_0, W_0]
         let [labels, _, _, _] = self.classifier.weight.dims();
         let w = self.classifier.weight.val().reshape([labels, d]);

@@ -11,6 +11,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use rayon::prelude::*;
 
+use super::math::{LANES, lanes_sq_dev, lanes_sum, multiversion};
 use super::{FusedOp, apply, dims, flex, route, values};
 use crate::bilinear::taps;
 use crate::compute::{primitive, tensor};
@@ -26,6 +27,67 @@ pub(crate) struct Norm<B: Backend> {
     pub running: Option<(Tensor<B, 1>, Tensor<B, 1>)>,
     /// Added to the variance.
     pub eps: f64,
+    /// Inverted dropout on the output (training), when set.
+    pub dropout: Option<Dropout>,
+}
+
+/// Inverted dropout fused into the tail's output: element `j` of plane `p` (a `[H, W]` plane
+/// of the `[batch, D, H, W]` output) is kept when a hash of `(seed, p, j)` falls below
+/// `keep`, and scaled by `1 / keep`. The backward pass regenerates the mask from the seed,
+/// so nothing is stored, and the draw does not depend on how planes are split over threads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dropout {
+    /// Probability of keeping an element (`1 − p`), in `(0, 1]`.
+    pub keep: f64,
+    /// Seed of the mask (drawn from the backend's RNG by the caller).
+    pub seed: u64,
+}
+
+/// murmur3's 32-bit finaliser: a bijective mix in which every input bit affects every
+/// output bit (vectorises: shifts, xors and 32-bit multiplies only).
+#[inline(always)]
+fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// One plane's dropout mask, ready for the inner loops.
+#[derive(Clone, Copy)]
+struct PlaneMask {
+    /// Mixes the seed's low half with the element index.
+    lo: u32,
+    /// Mixes the plane index with the seed's high half.
+    key: u32,
+    /// Kept when the top 24 hash bits are below this.
+    threshold: u32,
+    /// `1 / keep`.
+    inv: f32,
+}
+
+impl Dropout {
+    fn plane(self, p: usize) -> PlaneMask {
+        PlaneMask {
+            lo: self.seed as u32,
+            key: fmix32(p as u32 ^ fmix32((self.seed >> 32) as u32)),
+            threshold: (self.keep * (1u32 << 24) as f64).round() as u32,
+            inv: (1.0 / self.keep) as f32,
+        }
+    }
+}
+
+impl PlaneMask {
+    /// `1 / keep` where element `j` of the plane is kept, 0 where it is dropped.
+    #[inline(always)]
+    fn scale(self, j: usize) -> f32 {
+        if fmix32(fmix32(j as u32 ^ self.lo) ^ self.key) >> 8 < self.threshold {
+            self.inv
+        } else {
+            0.0
+        }
+    }
 }
 
 /// A batch's per-channel `(mean, unbiased variance)`, each `[D]`, for the running statistics.
@@ -52,6 +114,7 @@ pub(crate) fn upsample_sum_bn_relu<B: Backend>(
         beta,
         running,
         eps,
+        dropout,
     } = norm;
     let dtypes = [
         m0.dtype(),
@@ -75,6 +138,7 @@ pub(crate) fn upsample_sum_bn_relu<B: Backend>(
     let op = DecodeTail {
         stats: stats.clone(),
         eps: eps as f32,
+        dropout: dropout.filter(|d| d.keep < 1.0),
     };
     let inputs = [
         primitive(m0.clone()),
@@ -123,6 +187,88 @@ enum Stats {
 struct DecodeTail {
     stats: Stats,
     eps: f32,
+    dropout: Option<Dropout>,
+}
+
+multiversion! {
+/// `y = relu((z − mean)·a + b)`, times the dropout scale where `mask` is given.
+fn normalize_relu(y: &mut [f32], z: &[f32], mean: f32, a: f32, b: f32, mask: Option<PlaneMask>) {
+    match mask {
+        None => {
+            for (y, z) in y.iter_mut().zip(z) {
+                *y = ((z - mean) * a + b).max(0.0);
+            }
+        }
+        Some(m) => {
+            for (j, (y, z)) in y.iter_mut().zip(z).enumerate() {
+                *y = ((z - mean) * a + b).max(0.0) * m.scale(j);
+            }
+        }
+    }
+}
+}
+
+/// What the backward pass needs per channel: `(mean, 1/σ, γ, β)`.
+#[derive(Clone, Copy)]
+struct ChannelNorm {
+    mean: f32,
+    rstd: f32,
+    gamma: f32,
+    beta: f32,
+}
+
+impl ChannelNorm {
+    /// `(x̂, dy')` of one element: the normalised input and the gradient past dropout
+    /// (`scale`) and the ReLU.
+    #[inline(always)]
+    fn grad(self, z: f32, dy: f32, scale: f32) -> (f32, f32) {
+        let xhat = (z - self.mean) * self.rstd;
+        let dyp = if xhat * self.gamma + self.beta > 0.0 {
+            dy * scale
+        } else {
+            0.0
+        };
+        (xhat, dyp)
+    }
+}
+
+multiversion! {
+/// `(Σ dy', Σ dy'·x̂)` over one plane, in 8 interleaved partial sums.
+fn plane_grad_sums(z: &[f32], dy: &[f32], cn: ChannelNorm, mask: Option<PlaneMask>) -> (f32, f32) {
+    let (mut s, mut sx) = ([0.0f32; LANES], [0.0f32; LANES]);
+    let full = z.len() / LANES * LANES;
+    for i in (0..full).step_by(LANES) {
+        for l in 0..LANES {
+            let j = i + l;
+            let scale = mask.map_or(1.0, |m| m.scale(j));
+            let (xhat, dyp) = cn.grad(z[j], dy[j], scale);
+            s[l] += dyp;
+            sx[l] += dyp * xhat;
+        }
+    }
+    let (mut s, mut sx) = (s.iter().sum::<f32>(), sx.iter().sum::<f32>());
+    for j in full..z.len() {
+        let scale = mask.map_or(1.0, |m| m.scale(j));
+        let (xhat, dyp) = cn.grad(z[j], dy[j], scale);
+        s += dyp;
+        sx += dyp * xhat;
+    }
+    (s, sx)
+}
+}
+
+multiversion! {
+/// `dz` of one plane: `γ/σ · (dy' − mean(dy') − x̂·mean(dy'·x̂))` with batch statistics
+/// (`means` the two channel means), `γ/σ · dy'` with running ones (`means` = None).
+fn plane_dz(dz: &mut [f32], z: &[f32], dy: &[f32], cn: ChannelNorm, mask: Option<PlaneMask>, means: Option<(f32, f32)>) {
+    let coef = cn.gamma * cn.rstd;
+    let (m, mx) = means.unwrap_or((0.0, 0.0));
+    for (j, (out, (z, dy))) in dz.iter_mut().zip(z.iter().zip(dy)).enumerate() {
+        let scale = mask.map_or(1.0, |m| m.scale(j));
+        let (xhat, dyp) = cn.grad(*z, *dy, scale);
+        *out = coef * (dyp - m - xhat * mx);
+    }
+}
 }
 
 /// `out += up(plane)` for one `[h, w]` plane upsampled to `[H, W]` (`out` is `[H, W]`).
@@ -210,11 +356,8 @@ impl FusedOp<7> for DecodeTail {
                 .into_par_iter()
                 .map(|c| {
                     let planes = || (0..batch).map(|b| &z[(b * d + c) * hw..][..hw]);
-                    let mean = planes().map(|p| p.iter().sum::<f32>()).sum::<f32>() / n as f32;
-                    let var = planes()
-                        .map(|p| p.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>())
-                        .sum::<f32>()
-                        / n as f32;
+                    let mean = planes().map(lanes_sum).sum::<f32>() / n as f32;
+                    let var = planes().map(|p| lanes_sq_dev(p, mean)).sum::<f32>() / n as f32;
                     (mean, var)
                 })
                 .collect(),
@@ -238,10 +381,8 @@ impl FusedOp<7> for DecodeTail {
             .for_each(|(p, (yp, zp))| {
                 let c = p % d;
                 let (mean, rstd) = stats[c];
-                let (a, b) = (rstd * gamma[c], beta[c]);
-                for (y, z) in yp.iter_mut().zip(zp) {
-                    *y = ((z - mean) * a + b).max(0.0);
-                }
+                let mask = self.dropout.map(|m| m.plane(p));
+                normalize_relu(yp, zp, mean, rstd * gamma[c], beta[c], mask);
             });
         let saved = keep.then(|| {
             (
@@ -266,66 +407,84 @@ impl FusedOp<7> for DecodeTail {
         let n = (batch * hw) as f32;
         let (zv, dy, gv, bv) = (values(&z), values(&grad), values(&gamma), values(&beta));
         let training = matches!(self.stats, Stats::Batch(_));
-        // Per channel: Σ dy' and Σ dy'·x̂ with dy' = dy · relu'(.), then dz.
-        let per_channel: Vec<(f32, f32, Vec<f32>)> = (0..d)
+        let channel = |c: usize| {
+            let (mean, rstd) = stats[c];
+            ChannelNorm {
+                mean,
+                rstd,
+                gamma: gv[c],
+                beta: bv[c],
+            }
+        };
+        let mask = |p: usize| self.dropout.map(|m| m.plane(p));
+        // Per channel, Σ dy' and Σ dy'·x̂ with dy' = dy · dropout · relu'(.): β's and γ's
+        // gradients, and with batch statistics part of dz.
+        let sums: Vec<(f32, f32)> = (0..d)
             .into_par_iter()
             .map(|c| {
-                let (mean, rstd) = stats[c];
-                let (g, b) = (gv[c], bv[c]);
-                let (mut sum, mut sum_x) = (0.0f32, 0.0f32);
-                for bi in 0..batch {
-                    let o = (bi * d + c) * hw;
-                    for (zv, dy) in zv[o..o + hw].iter().zip(&dy[o..o + hw]) {
-                        let xhat = (zv - mean) * rstd;
-                        if xhat * g + b > 0.0 {
-                            sum += dy;
-                            sum_x += dy * xhat;
-                        }
-                    }
-                }
-                let mut dz = vec![0.0f32; batch * hw];
-                for bi in 0..batch {
-                    let o = (bi * d + c) * hw;
-                    let out = &mut dz[bi * hw..][..hw];
-                    for ((dz, zv), dy) in out.iter_mut().zip(&zv[o..o + hw]).zip(&dy[o..o + hw]) {
-                        let xhat = (zv - mean) * rstd;
-                        let dyp = if xhat * g + b > 0.0 { *dy } else { 0.0 };
-                        *dz = if training {
-                            g * rstd * (dyp - sum / n - xhat * sum_x / n)
-                        } else {
-                            g * rstd * dyp
-                        };
-                    }
-                }
-                (sum, sum_x, dz)
+                (0..batch).fold((0.0f32, 0.0f32), |acc, bi| {
+                    let p = bi * d + c;
+                    let o = p * hw;
+                    let (s, sx) =
+                        plane_grad_sums(&zv[o..o + hw], &dy[o..o + hw], channel(c), mask(p));
+                    (acc.0 + s, acc.1 + sx)
+                })
             })
             .collect();
+        // dz plane by plane, with each plane's Σ dz for the shift's gradient.
         let mut dz = vec![0.0f32; zv.len()];
-        dz.par_chunks_mut(hw).enumerate().for_each(|(p, out)| {
-            let (b, c) = (p / d, p % d);
-            out.copy_from_slice(&per_channel[c].2[b * hw..][..hw]);
-        });
-        let dshift: Vec<f32> = per_channel
-            .iter()
-            .map(|(_, _, dz)| dz.iter().sum())
+        let plane_sums: Vec<f32> = dz
+            .par_chunks_mut(hw)
+            .enumerate()
+            .map(|(p, out)| {
+                let c = p % d;
+                let o = p * hw;
+                let means = training.then(|| (sums[c].0 / n, sums[c].1 / n));
+                plane_dz(
+                    out,
+                    &zv[o..o + hw],
+                    &dy[o..o + hw],
+                    channel(c),
+                    mask(p),
+                    means,
+                );
+                lanes_sum(out)
+            })
             .collect();
-        let dgamma: Vec<f32> = per_channel.iter().map(|(_, s, _)| *s).collect();
-        let dbeta: Vec<f32> = per_channel.iter().map(|(s, _, _)| *s).collect();
-        drop(per_channel);
-        let dmaps: [Option<FlexTensor>; 4] = std::array::from_fn(|i| {
+        let mut dshift = vec![0.0f32; d];
+        for (p, v) in plane_sums.iter().enumerate() {
+            dshift[p % d] += v;
+        }
+        let dgamma: Vec<f32> = sums.iter().map(|s| s.1).collect();
+        let dbeta: Vec<f32> = sums.iter().map(|s| s.0).collect();
+        // The maps at lower resolution first, so the full-size one can take `dz` itself.
+        let mut dz = Some(dz);
+        let mut dmaps: [Option<FlexTensor>; 4] = [None, None, None, None];
+        let mut order: Vec<usize> = (0..4).collect();
+        order.sort_by_key(|&i| sizes[i] == [height, width]);
+        for i in order {
             let [h, w] = sizes[i];
-            needed[i].then(|| {
-                if [h, w] == [height, width] {
-                    return flex(dz.clone(), &[batch, d, h, w]);
-                }
+            if !needed[i] {
+                continue;
+            }
+            let full = dz.as_ref().expect("dz is taken by the last full-size map");
+            dmaps[i] = Some(if [h, w] == [height, width] {
+                let last = (i + 1..4).all(|k| !needed[k] || sizes[k] != [height, width]);
+                let v = if last {
+                    dz.take().expect("checked above")
+                } else {
+                    full.clone()
+                };
+                flex(v, &[batch, d, h, w])
+            } else {
                 let (ty, tx) = (taps(h, height), taps(w, width));
                 let mut dm = vec![0.0f32; batch * d * h * w];
                 dm.par_chunks_mut(h * w).enumerate().for_each(|(p, plane)| {
-                    add_downsampled(plane, &dz[p * hw..][..hw], w, &ty, &tx);
+                    add_downsampled(plane, &full[p * hw..][..hw], w, &ty, &tx);
                 });
                 flex(dm, &[batch, d, h, w])
-            })
-        });
+            });
+        }
         let [m0, m1, m2, m3] = dmaps;
         [
             m0,

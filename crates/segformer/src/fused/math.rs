@@ -49,7 +49,7 @@ pub(crate) fn erf(x: f32) -> f32 {
 
 /// Lanes of the reductions below: independent partial results the compiler keeps in one
 /// vector register (a float reduction in one accumulator cannot be vectorised).
-const LANES: usize = 8;
+pub(crate) const LANES: usize = 8;
 
 /// `Σ x` over 8 interleaved partial sums.
 #[inline(always)]
@@ -84,6 +84,24 @@ pub(crate) fn lanes_dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `Σ (x − mean)²` over 8 interleaved partial sums.
+#[inline(always)]
+pub(crate) fn lanes_sq_dev(x: &[f32], mean: f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail: f32 = chunks
+        .remainder()
+        .iter()
+        .map(|v| (v - mean) * (v - mean))
+        .sum();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += (v - mean) * (v - mean);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 /// `max x` (−∞ for an empty slice) over 8 interleaved partial maxima.
 #[inline(always)]
 pub(crate) fn lanes_max(x: &[f32]) -> f32 {
@@ -105,20 +123,20 @@ pub(crate) fn lanes_max(x: &[f32]) -> f32 {
 /// Defines `fn $name` whose body is compiled for AVX2+FMA and for the baseline, choosing the
 /// first on CPUs that have both (detected once per call; the check is a cached load).
 macro_rules! multiversion {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
-        $vis fn $name($($arg: $ty),*) {
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2($($arg: $ty),*) $body
+                unsafe fn avx2($($arg: $ty),*) $(-> $ret)? $body
                 if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
                     // SAFETY: the CPU has the features `avx2` was compiled for.
                     return unsafe { avx2($($arg),*) };
                 }
             }
             #[inline(always)]
-            fn baseline($($arg: $ty),*) $body
+            fn baseline($($arg: $ty),*) $(-> $ret)? $body
             baseline($($arg),*)
         }
     };

@@ -50,7 +50,7 @@ use burn::tensor::{DType, TensorData};
 use crate::compute::{Route, same};
 
 pub(crate) use attention::attention;
-pub(crate) use decode::{Norm, upsample_sum_bn_relu};
+pub(crate) use decode::{Dropout, Norm, upsample_sum_bn_relu};
 pub(crate) use drop_path::drop_samples;
 pub(crate) use dwconv::dwconv3x3_act;
 pub(crate) use layer_norm::layer_norm;

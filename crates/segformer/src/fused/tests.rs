@@ -212,6 +212,7 @@ fn fused_tail<B: Backend>(
     maps: Vec<Tensor<B, 4>>,
     shift: Tensor<B, 1>,
     norm: &BatchNorm2d<B>,
+    dropout: f64,
 ) -> Tensor<B, 4> {
     let c = Compute {
         dtype: None,
@@ -220,7 +221,8 @@ fn fused_tail<B: Backend>(
     assert_eq!(c.path::<B>(&shift.device()), KernelPath::Fused);
     assert!(route::<B>(&[shift.dtype()]).is_some());
     let size = [maps[0].dims()[2], maps[0].dims()[3]];
-    crate::ops::decode_tail(maps, shift, norm, size, c)
+    let dropout = burn::nn::DropoutConfig::new(dropout).init();
+    crate::ops::decode_tail(maps, shift, norm, &dropout, size, c)
 }
 
 /// The decode head's tail: maps at four resolutions (odd ratios included), shift, BatchNorm
@@ -248,7 +250,7 @@ fn decode_tail_case<B: burn::tensor::backend::AutodiffBackend>() {
             norm.beta = attached(t[6].clone().reshape([d]));
             let shift = t[4].clone().reshape([d]);
             let out = if fused {
-                fused_tail(t[..4].to_vec(), shift, &norm)
+                fused_tail(t[..4].to_vec(), shift, &norm, 0.0)
             } else {
                 decode_tail_composed(&norm, t[..4].to_vec(), shift, [12, 10])
             };
@@ -288,6 +290,85 @@ fn decode_tail_matches_the_composition() {
     decode_tail_case::<AC>();
 }
 
+/// The classifier dropout fused into the tail: every output is 0 or the undropped value
+/// over `keep`, about `p` of the positive ones are dropped, the same seed draws the same mask,
+/// and the gradients are those of the composition times that mask.
+#[test]
+fn decode_tail_dropout_masks_output_and_gradient() {
+    let (d, p) = (16, 0.3);
+    let sizes = [[24, 20], [12, 10], [6, 5], [3, 3]];
+    let maps: Vec<Tensor<A, 4>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &[h, w])| random([2, d, h, w], 70 + i as u64))
+        .collect();
+    let mut inputs = maps;
+    for (i, v) in [80, 81, 82].into_iter().enumerate() {
+        let t = random::<A, 1>([d], v);
+        // A positive γ keeps most outputs of the ReLU alive.
+        let t = if i == 1 { t.abs() + 0.5 } else { t };
+        inputs.push(t.reshape([1, 1, 1, d]));
+    }
+    let bn = |t: &[Tensor<A, 4>]| {
+        let mut norm = BatchNorm2d::<A>::new(d, &Default::default());
+        norm.gamma = attached(t[5].clone().reshape([d]));
+        norm.beta = attached(t[6].clone().reshape([d]));
+        norm
+    };
+    let device = Default::default();
+    let fused = || {
+        forward_backward::<A, 4, 4>(&inputs, |t| {
+            fused_tail(t[..4].to_vec(), t[4].clone().reshape([d]), &bn(t), p)
+        })
+    };
+    A::seed(&device, 5);
+    let (fo, fg) = fused();
+    A::seed(&device, 5);
+    let (again, _) = fused();
+    assert_eq!(
+        fo.to_data(),
+        again.to_data(),
+        "the same seed draws the same mask"
+    );
+    A::seed(&device, 6);
+    let (other, _) = fused();
+    assert_ne!(
+        fo.to_data(),
+        other.to_data(),
+        "another seed draws another mask"
+    );
+
+    let kept = fo.clone().not_equal_elem(0.0).float();
+    let mask = Tensor::<A, 4>::from_data(kept.to_data(), &device);
+    let (plain, _) = forward_backward::<A, 4, 4>(&inputs, |t| {
+        decode_tail_composed(&bn(t), t[..4].to_vec(), t[4].clone().reshape([d]), [24, 20])
+    });
+    let (go, gg) = forward_backward::<A, 4, 4>(&inputs, |t| {
+        let y = decode_tail_composed(&bn(t), t[..4].to_vec(), t[4].clone().reshape([d]), [24, 20]);
+        y * mask.clone() / (1.0 - p)
+    });
+    assert_close("out", fo, go, 1e-5);
+    let positive: Vec<f32> = plain.to_data().to_vec().unwrap();
+    let kept: Vec<f32> = kept.to_data().to_vec().unwrap();
+    let alive = positive.iter().filter(|v| **v > 0.0).count();
+    let dropped = positive
+        .iter()
+        .zip(&kept)
+        .filter(|(v, k)| **v > 0.0 && **k == 0.0)
+        .count();
+    let rate = dropped as f64 / alive as f64;
+    assert!(alive > 5_000, "{alive} positive outputs");
+    assert!(
+        (rate - p).abs() < 0.025,
+        "dropped {rate:.4} of the outputs, want {p}"
+    );
+    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+        if i != 4 {
+            assert_close(&format!("grad {i}"), f, g, 1e-4);
+        }
+    }
+}
+
 #[test]
 fn decode_tail_inference_uses_running_statistics() {
     let d = 3;
@@ -301,7 +382,7 @@ fn decode_tail_inference_uses_running_statistics() {
         .map(|(i, &[h, w])| random([1, d, h, w], 43 + i as u64))
         .collect();
     let shift = random::<Flex, 1>([d], 50);
-    let f = fused_tail(maps.clone(), shift.clone(), &norm);
+    let f = fused_tail(maps.clone(), shift.clone(), &norm, 0.5);
     let g = decode_tail_composed(&norm, maps, shift, [8, 8]);
     assert_close("out", f, g, 1e-5);
 }

@@ -167,17 +167,22 @@ pub(crate) fn decode_tail<B: Backend>(
     maps: Vec<Tensor<B, 4>>,
     shift: Tensor<B, 1>,
     bn: &BatchNorm2d<B>,
+    dropout: &Dropout,
     size: [usize; 2],
     c: Compute,
 ) -> Tensor<B, 4> {
     let device = shift.device();
+    let training = B::ad_enabled(&device);
     if fused_path::<B>(c, &device) {
         let norm = fused::Norm {
             gamma: bn.gamma.val(),
             beta: bn.beta.val(),
-            running: (!B::ad_enabled(&device))
-                .then(|| (bn.running_mean.value(), bn.running_var.value())),
+            running: (!training).then(|| (bn.running_mean.value(), bn.running_var.value())),
             eps: bn.epsilon,
+            dropout: (training && dropout.prob > 0.0).then(|| fused::Dropout {
+                keep: 1.0 - dropout.prob,
+                seed: backend_seed::<B>(&device),
+            }),
         };
         if let Some((y, stats)) = fused::upsample_sum_bn_relu(&maps, &shift, norm) {
             if let Some((mean, unbiased_var)) = stats {
@@ -186,7 +191,21 @@ pub(crate) fn decode_tail<B: Backend>(
             return y;
         }
     }
-    composed::decode_tail(bn, maps, shift, size)
+    dropout.forward(composed::decode_tail(bn, maps, shift, size))
+}
+
+/// 64 random bits from the backend's RNG (so `B::seed` makes them reproducible), for a
+/// fused kernel that draws its own random numbers.
+fn backend_seed<B: Backend>(device: &B::Device) -> u64 {
+    let bits: Vec<u64> = Tensor::<B, 1>::random([4], Distribution::Uniform(0.0, 1.0), device)
+        .into_data()
+        .convert::<f32>()
+        .to_vec::<f32>()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| u64::from(v.to_bits()))
+        .collect();
+    bits.iter().fold(0u64, |acc, b| acc.rotate_left(23) ^ b)
 }
 
 /// Stochastic depth: drops the whole residual branch per sample with probability `prob`
