@@ -15,6 +15,7 @@ pub fn run(args: &[String]) -> Result<()> {
         .map(|(w, r)| (w.as_str(), r))
         .unwrap_or(("", &[]));
     let (package, example) = match which {
+        "speed" if rest.iter().any(|a| a == "--loop") => return crate::bench_loop::run(rest),
         "speed" => ("train", "bench_speed"),
         "memory" if rest.iter().any(|a| a == "--budgets" || a == "--calibrate") => {
             return crate::bench_budgets::run(rest);

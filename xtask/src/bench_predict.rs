@@ -61,11 +61,11 @@ pub fn run(args: &[String]) -> Result<()> {
     let segfit = match &flags.segfit {
         Some(path) => path.clone(),
         None => {
-            build(&root, &["--bin", "segfit", "-p", "segfit"])?;
+            build_release(&root, &["--bin", "segfit", "-p", "segfit"])?;
             release.join("segfit")
         }
     };
-    build(&root, &["--example", "make_scene", "-p", "tiles"])?;
+    build_release(&root, &["--example", "make_scene", "-p", "tiles"])?;
     let make_scene = release.join("examples").join("make_scene");
 
     let dir = match &flags.keep {
@@ -131,7 +131,8 @@ fn parse(args: &[String]) -> Result<Flags> {
     Ok(flags)
 }
 
-fn build(root: &Path, target: &[&str]) -> Result<()> {
+/// `cargo build --release TARGET…` from the project root.
+pub(crate) fn build_release(root: &Path, target: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
         .current_dir(root)

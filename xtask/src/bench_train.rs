@@ -176,14 +176,14 @@ fn epochs(path: &Path) -> Result<Vec<Epoch>> {
     Ok(out)
 }
 
-fn loadavg() -> f64 {
+pub(crate) fn loadavg() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
         .unwrap_or(f64::NAN)
 }
 
-fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
@@ -195,7 +195,7 @@ fn cpu_model() -> String {
         .unwrap_or_default()
 }
 
-fn git_commit(root: &Path) -> String {
+pub(crate) fn git_commit(root: &Path) -> String {
     Command::new("git")
         .current_dir(root)
         .args(["rev-parse", "HEAD"])

@@ -10,6 +10,7 @@
 
 mod bench;
 mod bench_budgets;
+mod bench_loop;
 mod bench_predict;
 mod bench_train;
 mod prepare;
@@ -48,6 +49,10 @@ commands:
   bench speed [CASE…] [--steps N] [--json FILE] [--pytorch shared/bench/pytorch_ref.py]
                      MiT-B0 train/inference throughput (release build), with PyTorch side by side
                      when a Python with torch + transformers is given
+  bench speed --loop [--epochs N] [--pytorch] [--json FILE] [--keep DIR]
+                     the end-to-end case: a whole `segfit train` (4-band u16 GeoTIFF tiles, 256²,
+                     batch 4, 30 epochs) against steps × the step benchmark's times + eval
+                     forwards, and against crates/train/bench/pytorch_loop.py ($PYTHON)
   bench memory [ARGS…]
                      peak memory of real training steps, measured vs the planner's prediction
   bench memory --budgets 120MiB,200MiB,… [--calibrate] [--steps N] [--json FILE]

@@ -61,15 +61,11 @@ impl<B: Backend> EfficientSelfAttention<B> {
     /// - input: `[batch, h*w, hidden]`
     /// - output: `[batch, h*w, hidden]`
     fn forward(&self, x: Tensor<B, 3>, h: usize, w: usize, c: Compute) -> Tensor<B, 3> {
-        let [batch, _, hidden] = x.dims();
         let query = ops::linear(&self.q_proj, x.clone(), c);
         let kv = match &self.sequence_reduction {
             Some(sr) => {
-                // [B, N, C] -> [B, C, N] -> [B, C, h, w]
-                let map = ops::transpose12(x, c).reshape([batch, hidden, h, w]);
-                let map = ops::conv(&sr.sequence_reduction, map, c);
-                // [B, C, h', w'] -> [B, h'*w', C]
-                let reduced = ops::transpose12(map.flatten::<3>(2, 3), c);
+                // [B, h*w, C] -> [B, h'*w', C]
+                let reduced = ops::patch_conv(&sr.sequence_reduction, x, [h, w], c);
                 ops::layer_norm(&sr.layer_norm, reduced, c)
             }
             None => x,

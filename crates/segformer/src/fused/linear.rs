@@ -21,7 +21,15 @@ pub(crate) fn linear<B: Backend, const D: usize>(
     x: &Tensor<B, D>,
 ) -> Option<Tensor<B, D>> {
     let bias = layer.bias.as_ref()?;
-    let (weight, bias) = (layer.weight.val(), bias.val());
+    linear_with(x, layer.weight.val(), bias.val())
+}
+
+/// [`linear`] with the weight `[d_input, d_output]` and bias `[d_output]` given as tensors.
+pub(crate) fn linear_with<B: Backend, const D: usize>(
+    x: &Tensor<B, D>,
+    weight: Tensor<B, 2>,
+    bias: Tensor<B, 1>,
+) -> Option<Tensor<B, D>> {
     let route = route::<B>(&[x.dtype(), weight.dtype(), bias.dtype()])?;
     let out = apply::<B, _, 3>(
         route,

@@ -28,6 +28,7 @@ mod layer_norm;
 mod linear;
 mod loss;
 mod math;
+mod patches;
 mod transpose;
 
 #[cfg(test)]
@@ -54,8 +55,9 @@ pub(crate) use decode::{Dropout, Norm, upsample_sum_bn_relu};
 pub(crate) use drop_path::drop_samples;
 pub(crate) use dwconv::dwconv3x3_act;
 pub(crate) use layer_norm::layer_norm;
-pub(crate) use linear::linear;
+pub(crate) use linear::{linear, linear_with};
 pub(crate) use loss::upsample_cross_entropy;
+pub(crate) use patches::patches;
 pub(crate) use transpose::transpose12;
 
 /// The route of backend `B` when it is a burn-flex one and every tensor in `dtypes` is f32.

@@ -417,3 +417,51 @@ fn cross_entropy_matches_upsample_then_loss() {
     cross_entropy_case([5, 5], [17, 23]);
     cross_entropy_case([6, 4], [6, 4]);
 }
+
+/// The sequence reduction as a linear map of gathered patches against the strided conv it
+/// replaces: outputs and the gradients of the input, kernel and bias, for sizes the stride
+/// does not divide (the conv drops the remainder, whose gradient is then 0).
+#[test]
+fn patch_conv_matches_the_strided_conv() {
+    let device = Default::default();
+    for (s, [h, w]) in [(2, [6, 8]), (4, [13, 10]), (8, [17, 16])] {
+        let (batch, cin, cout) = (2, 6, 5);
+        let spec = ConvSpec {
+            channels: [cin, cout],
+            kernel: s,
+            stride: s,
+            padding: 0,
+            groups: 1,
+            bias: true,
+        };
+        let layer: Conv2d<A> = conv2d(spec, 0.5, &device);
+        let x = random::<A, 4>([1, batch, h * w, cin], 90 + s as u64);
+        let weight = layer.weight.val();
+        let bias = random::<A, 4>([1, 1, 1, cout], 91);
+        let run = |kernels: Kernels| {
+            forward_backward::<A, 4, 3>(&[x.clone(), weight.clone(), bias.clone()], |t| {
+                let mut l = layer.clone();
+                l.weight = attached(t[1].clone());
+                l.bias = Some(attached(t[2].clone().reshape([cout])));
+                let c = Compute {
+                    dtype: None,
+                    kernels,
+                };
+                let x = t[0].clone().reshape([batch, h * w, cin]);
+                crate::ops::patch_conv(&l, x, [h, w], c)
+            })
+        };
+        let auto = Compute {
+            dtype: None,
+            kernels: Kernels::Auto,
+        };
+        assert_eq!(auto.path::<A>(&device), KernelPath::Fused);
+        let (fo, fg) = run(Kernels::Auto);
+        let (go, gg) = run(Kernels::Composed);
+        assert_eq!(fo.dims(), [batch, (h / s) * (w / s), cout]);
+        assert_close(&format!("s{s} out"), fo, go, 1e-5);
+        for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+            assert_close(&format!("s{s} grad {i}"), f, g, 1e-5);
+        }
+    }
+}

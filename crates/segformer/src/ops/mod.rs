@@ -80,6 +80,57 @@ pub(crate) fn conv<B: Backend>(layer: &Conv2d<B>, x: Tensor<B, 4>, c: Compute) -
     composed::conv(layer, x, c.dtype)
 }
 
+/// The sequence reduction's conv (kernel = stride = `s`, no padding) on a channels-last
+/// sequence. On the fused path it is what it is, a linear map of non-overlapping `s × s`
+/// patches: the patches are gathered straight from `[batch, h·w, C]` (slice copies) and multiplied
+/// by the kernel as a `[s·s·C, C_out]` matrix through the fused linear, with no transposes to
+/// and from channels-first and no im2col; elsewhere the conv itself.
+///
+/// # Shapes
+/// - x: `[batch, h·w, C]` (row-major `h × w`)
+/// - output: `[batch, (h/s)·(w/s), C_out]` (floor division, as the conv drops the remainder)
+pub(crate) fn patch_conv<B: Backend>(
+    layer: &Conv2d<B>,
+    x: Tensor<B, 3>,
+    [h, w]: [usize; 2],
+    c: Compute,
+) -> Tensor<B, 3> {
+    let [batch, _, channels] = x.dims();
+    let [c_out, c_in, kh, kw] = layer.weight.dims();
+    let s = kh;
+    let plain = layer.stride == [s, s]
+        && kw == s
+        && c_in == channels
+        && matches!(
+            layer.padding,
+            burn::nn::PaddingConfig2d::Valid | burn::nn::PaddingConfig2d::Explicit(0, 0, 0, 0)
+        )
+        && layer.dilation == [1, 1]
+        && layer.groups == 1;
+    let (ho, wo) = (h / s, w / s);
+    if plain && ho > 0 && wo > 0 && c.dtype.is_none() && fused_path::<B>(c, &x.device()) {
+        // [B, h·w, C] -> [B, ho·wo, s·s·C], each patch as (ky, kx, c)
+        let patches = fused::patches(&x, [h, w], s);
+        // [C_out, C, s, s] -> [C_out, s, s, C] -> [s·s·C, C_out]
+        let weight = layer
+            .weight
+            .val()
+            .permute([0, 2, 3, 1])
+            .reshape([c_out, s * s * channels])
+            .transpose();
+        let bias = match &layer.bias {
+            Some(b) => b.val(),
+            None => Tensor::zeros([c_out], &x.device()),
+        };
+        if let Some(y) = patches.and_then(|p| fused::linear_with(&p, weight, bias)) {
+            return y;
+        }
+    }
+    // [B, N, C] -> [B, C, N] -> [B, C, h, w] -> conv -> [B, C', h', w'] -> [B, h'·w', C']
+    let map = transpose12(x, c).reshape([batch, channels, h, w]);
+    transpose12(conv(layer, map, c).flatten::<3>(2, 3), c)
+}
+
 /// A batched matmul (burn's composition; in the compute dtype where set).
 ///
 /// # Shapes
