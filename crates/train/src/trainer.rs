@@ -221,6 +221,20 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if let Some(a) = &data.audit {
             reporter.note(&a.to_string());
         }
+        if t.precision != Precision::F32
+            && segformer::BackendKind::of::<B>(device) == segformer::BackendKind::Flex
+        {
+            let name = if t.precision == Precision::Bf16 {
+                "bf16"
+            } else {
+                "f16"
+            };
+            reporter.note(&format!(
+                "train.precision = \"{name}\" on the CPU: segformer's fused kernels are f32-only, so \
+                 this runs burn's composed half-precision ops, measured at about a third of the f32 \
+                 step's speed (crates/train/BENCH-speed.md); \"f32\" is faster on this backend"
+            ));
+        }
         if let Some(b) = &cfg.data.bands {
             reporter.note(&format!(
                 "data.bands: the model sees stored bands {b:?}, in that order (the band statistics above are per stored band)"
