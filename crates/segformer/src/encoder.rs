@@ -27,10 +27,8 @@ impl<B: Backend> OverlapPatchEmbeddings<B> {
     /// - input: `[batch, in_channels, H, W]`
     /// - output: `([batch, h*w, hidden], h, w)` with `h = (H + 2*(k/2) - k)/stride + 1`
     fn forward(&self, x: Tensor<B, 4>, c: Compute) -> (Tensor<B, 3>, usize, usize) {
-        let x = ops::conv(&self.proj, x, c);
-        let [_, _, h, w] = x.dims();
-        // [B, C, h, w] -> [B, C, h*w] -> [B, h*w, C]
-        let x = ops::transpose12(x.flatten::<3>(2, 3), c);
+        // [B, C, H, W] -> [B, h*w, hidden]
+        let (x, h, w) = ops::patch_embed(&self.proj, x, c);
         (ops::layer_norm(&self.layer_norm, x, c), h, w)
     }
 }

@@ -465,3 +465,52 @@ fn patch_conv_matches_the_strided_conv() {
         }
     }
 }
+
+/// The overlapping patch embedding as im2col times the kernel matrix against burn's conv
+/// followed by the transpose: outputs and the gradients of the input (overlapping taps summed
+/// in the scatter), kernel and bias, with the padding and sizes the stride does not divide.
+#[test]
+fn patch_embed_matches_the_padded_conv() {
+    let device = Default::default();
+    for (k, s, p, [h, w]) in [(7, 4, 3, [17, 19]), (3, 2, 1, [9, 8]), (3, 2, 1, [1, 2])] {
+        let (batch, cin, cout) = (2, 3, 4);
+        let spec = ConvSpec {
+            channels: [cin, cout],
+            kernel: k,
+            stride: s,
+            padding: p,
+            groups: 1,
+            bias: true,
+        };
+        let layer: Conv2d<A> = conv2d(spec, 0.5, &device);
+        let x = random::<A, 4>([batch, cin, h, w], 95 + k as u64);
+        let weight = layer.weight.val();
+        let bias = random::<A, 4>([1, 1, 1, cout], 96);
+        let run = |kernels: Kernels| {
+            let dims = std::cell::Cell::new((0, 0));
+            let (out, grads) =
+                forward_backward::<A, 4, 3>(&[x.clone(), weight.clone(), bias.clone()], |t| {
+                    let mut l = layer.clone();
+                    l.weight = attached(t[1].clone());
+                    l.bias = Some(attached(t[2].clone().reshape([cout])));
+                    let c = Compute {
+                        dtype: None,
+                        kernels,
+                    };
+                    let (y, oh, ow) = crate::ops::patch_embed(&l, t[0].clone(), c);
+                    dims.set((oh, ow));
+                    y
+                });
+            (out, grads, dims.get())
+        };
+        let (fo, fg, fd) = run(Kernels::Auto);
+        let (go, gg, gd) = run(Kernels::Composed);
+        let o = |n: usize| (n + 2 * p - k) / s + 1;
+        assert_eq!((fd, gd), ((o(h), o(w)), (o(h), o(w))));
+        assert_eq!(fo.dims(), [batch, o(h) * o(w), cout]);
+        assert_close(&format!("k{k} out"), fo, go, 1e-5);
+        for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+            assert_close(&format!("k{k} grad {i}"), f, g, 1e-5);
+        }
+    }
+}

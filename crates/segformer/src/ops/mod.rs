@@ -80,11 +80,40 @@ pub(crate) fn conv<B: Backend>(layer: &Conv2d<B>, x: Tensor<B, 4>, c: Compute) -
     composed::conv(layer, x, c.dtype)
 }
 
+/// `(k, stride, pad)` of a conv with a square kernel, equal strides, the same zero padding on
+/// every side, no dilation and no groups: the convs [`patch_conv`] and [`patch_embed`] write
+/// as one matrix product.
+fn plain_conv<B: Backend>(layer: &Conv2d<B>) -> Option<(usize, usize, usize)> {
+    use burn::nn::PaddingConfig2d as P;
+    let [_, _, kh, kw] = layer.weight.dims();
+    let pad = match layer.padding {
+        P::Valid => 0,
+        P::Explicit(t, l, b, r) if t == l && l == b && b == r => t,
+        _ => return None,
+    };
+    let [sy, sx] = layer.stride;
+    (kh == kw && sy == sx && layer.dilation == [1, 1] && layer.groups == 1).then_some((kh, sy, pad))
+}
+
+/// The conv's weight `[C_out, K]` (a reshape whose `K` order is given by the caller's
+/// permutation) as the fused linear's `[K, C_out]`, and its bias (zeros when it has none).
+fn conv_as_linear<B: Backend>(
+    layer: &Conv2d<B>,
+    weight: Tensor<B, 4>,
+) -> (Tensor<B, 2>, Tensor<B, 1>) {
+    let [c_out, a, b, d] = weight.dims();
+    let bias = match &layer.bias {
+        Some(bias) => bias.val(),
+        None => Tensor::zeros([c_out], &weight.device()),
+    };
+    (weight.reshape([c_out, a * b * d]).transpose(), bias)
+}
+
 /// The sequence reduction's conv (kernel = stride = `s`, no padding) on a channels-last
 /// sequence. On the fused path it is what it is, a linear map of non-overlapping `s × s`
-/// patches: the patches are gathered straight from `[batch, h·w, C]` (slice copies) and multiplied
-/// by the kernel as a `[s·s·C, C_out]` matrix through the fused linear, with no transposes to
-/// and from channels-first and no im2col; elsewhere the conv itself.
+/// patches: the patches are gathered straight from `[batch, h·w, C]` (slice copies) and
+/// multiplied by the kernel as a `[s·s·C, C_out]` matrix through the fused linear, with no
+/// transposes to and from channels-first and no im2col; elsewhere the conv itself.
 ///
 /// # Shapes
 /// - x: `[batch, h·w, C]` (row-major `h × w`)
@@ -96,39 +125,54 @@ pub(crate) fn patch_conv<B: Backend>(
     c: Compute,
 ) -> Tensor<B, 3> {
     let [batch, _, channels] = x.dims();
-    let [c_out, c_in, kh, kw] = layer.weight.dims();
-    let s = kh;
-    let plain = layer.stride == [s, s]
-        && kw == s
-        && c_in == channels
-        && matches!(
-            layer.padding,
-            burn::nn::PaddingConfig2d::Valid | burn::nn::PaddingConfig2d::Explicit(0, 0, 0, 0)
-        )
-        && layer.dilation == [1, 1]
-        && layer.groups == 1;
-    let (ho, wo) = (h / s, w / s);
-    if plain && ho > 0 && wo > 0 && c.dtype.is_none() && fused_path::<B>(c, &x.device()) {
-        // [B, h·w, C] -> [B, ho·wo, s·s·C], each patch as (ky, kx, c)
-        let patches = fused::patches(&x, [h, w], s);
-        // [C_out, C, s, s] -> [C_out, s, s, C] -> [s·s·C, C_out]
-        let weight = layer
-            .weight
-            .val()
-            .permute([0, 2, 3, 1])
-            .reshape([c_out, s * s * channels])
-            .transpose();
-        let bias = match &layer.bias {
-            Some(b) => b.val(),
-            None => Tensor::zeros([c_out], &x.device()),
-        };
-        if let Some(y) = patches.and_then(|p| fused::linear_with(&p, weight, bias)) {
+    if let Some((s, stride, 0)) = plain_conv(layer)
+        && s == stride
+        && layer.weight.dims()[1] == channels
+        && c.dtype.is_none()
+        && fused_path::<B>(c, &x.device())
+        && let Some(patches) = fused::patches(&x, [h, w], s)
+    {
+        // [C_out, C, s, s] -> [C_out, s, s, C]: the patches' (ky, kx, c) order
+        let (weight, bias) = conv_as_linear(layer, layer.weight.val().permute([0, 2, 3, 1]));
+        if let Some(y) = fused::linear_with(&patches, weight, bias) {
             return y;
         }
     }
     // [B, N, C] -> [B, C, N] -> [B, C, h, w] -> conv -> [B, C', h', w'] -> [B, h'·w', C']
     let map = transpose12(x, c).reshape([batch, channels, h, w]);
     transpose12(conv(layer, map, c).flatten::<3>(2, 3), c)
+}
+
+/// An overlapping patch embedding's conv, read channels-last as the encoder wants it. On the
+/// fused path: the zero-padded patches gathered into rows (im2col) times the kernel as a
+/// `[C·k·k, C_out]` matrix through the fused linear, which yields `[batch, h·w, C_out]`
+/// directly; elsewhere the conv, then a transpose.
+///
+/// # Shapes
+/// - x: `[batch, C, H, W]`
+/// - output: `([batch, h·w, C_out], h, w)` with `h = (H + 2·pad − k) / stride + 1`
+pub(crate) fn patch_embed<B: Backend>(
+    layer: &Conv2d<B>,
+    x: Tensor<B, 4>,
+    c: Compute,
+) -> (Tensor<B, 3>, usize, usize) {
+    let [_, channels, height, width] = x.dims();
+    if let Some((k, s, pad)) = plain_conv(layer)
+        && layer.weight.dims()[1] == channels
+        && c.dtype.is_none()
+        && fused_path::<B>(c, &x.device())
+        && let Some(cols) = fused::im2col(&x, k, s, pad)
+    {
+        let (weight, bias) = conv_as_linear(layer, layer.weight.val());
+        if let Some(y) = fused::linear_with(&cols, weight, bias) {
+            let o = |n: usize| (n + 2 * pad - k) / s + 1;
+            return (y, o(height), o(width));
+        }
+    }
+    let y = conv(layer, x, c);
+    let [_, _, h, w] = y.dims();
+    // [B, C, h, w] -> [B, C, h*w] -> [B, h*w, C]
+    (transpose12(y.flatten::<3>(2, 3), c), h, w)
 }
 
 /// A batched matmul (burn's composition; in the compute dtype where set).
