@@ -48,11 +48,7 @@ fn parse(args: &[String]) -> Result<Flags> {
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .with_context(|| format!("{flag} expects a value"))
-                .cloned()
-        };
+        let mut value = || crate::flag_value(&mut it, flag);
         match flag.as_str() {
             "--loop" => {}
             "--epochs" => {
@@ -96,6 +92,11 @@ struct Report {
 }
 
 impl Report {
+    /// Steps × step time + evaluation forward passes.
+    fn parts(&self) -> f64 {
+        self.steps as f64 * self.parts.train_b4 + self.eval_seconds()
+    }
+
     /// The issue's bound: 1.05 × steps × step time + evaluation forward passes.
     fn bound(&self) -> f64 {
         1.05 * self.steps as f64 * self.parts.train_b4 + self.eval_seconds()
@@ -313,7 +314,7 @@ fn print(r: &Report) {
     println!(
         "  parts: steps × step time + eval forwards = {:.1} s (short last batches at b1: {:.1} s); \
          target 1.05 × steps + evals = {:.1} s; wall / target = {:.3} ({})",
-        r.steps as f64 * p.train_b4 + r.eval_seconds(),
+        r.parts(),
         r.exact_parts(),
         r.bound(),
         r.segfit.seconds / r.bound(),
@@ -372,7 +373,7 @@ fn to_json(r: &Report, root: &Path) -> String {
         r.segfit.seconds,
         r.segfit.peak_rss_mib,
         r.best_miou,
-        r.steps as f64 * p.train_b4 + r.eval_seconds(),
+        r.parts(),
         r.exact_parts(),
         r.bound(),
         r.segfit.seconds / r.bound(),

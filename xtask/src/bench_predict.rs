@@ -101,11 +101,7 @@ fn parse(args: &[String]) -> Result<Flags> {
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .with_context(|| format!("{flag} expects a value"))
-                .cloned()
-        };
+        let mut value = || crate::flag_value(&mut it, flag);
         match flag.as_str() {
             "--sizes" => {
                 flags.sizes = value()?

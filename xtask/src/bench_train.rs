@@ -22,11 +22,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let (mut json, mut keep) = (None::<PathBuf>, None::<PathBuf>);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .map(PathBuf::from)
-                .with_context(|| format!("{flag} expects a value"))
-        };
+        let mut value = || crate::flag_value(&mut it, flag).map(PathBuf::from);
         match flag.as_str() {
             "--json" => json = Some(value()?),
             "--keep" => keep = Some(value()?),

@@ -19,7 +19,7 @@ mod train;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -75,4 +75,11 @@ pub fn project_root() -> PathBuf {
         .parent()
         .expect("xtask is inside the workspace")
         .to_path_buf()
+}
+
+/// The command-line argument after `flag` (taken from `it`), or an error naming the flag.
+pub fn flag_value<'a>(it: &mut impl Iterator<Item = &'a String>, flag: &str) -> Result<String> {
+    it.next()
+        .cloned()
+        .with_context(|| format!("{flag} expects a value"))
 }

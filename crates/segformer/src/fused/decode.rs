@@ -457,33 +457,26 @@ impl FusedOp<7> for DecodeTail {
         }
         let dgamma: Vec<f32> = sums.iter().map(|s| s.1).collect();
         let dbeta: Vec<f32> = sums.iter().map(|s| s.0).collect();
-        // The maps at lower resolution first, so the full-size one can take `dz` itself.
-        let mut dz = Some(dz);
-        let mut dmaps: [Option<FlexTensor>; 4] = [None, None, None, None];
-        let mut order: Vec<usize> = (0..4).collect();
-        order.sort_by_key(|&i| sizes[i] == [height, width]);
-        for i in order {
+        // Every map's gradient from dz; the last full-size map that needs one takes dz itself.
+        let owner = (0..4)
+            .rev()
+            .find(|&i| needed[i] && sizes[i] == [height, width]);
+        let mut dmaps: [Option<FlexTensor>; 4] = std::array::from_fn(|i| {
             let [h, w] = sizes[i];
-            if !needed[i] {
-                continue;
-            }
-            let full = dz.as_ref().expect("dz is taken by the last full-size map");
-            dmaps[i] = Some(if [h, w] == [height, width] {
-                let last = (i + 1..4).all(|k| !needed[k] || sizes[k] != [height, width]);
-                let v = if last {
-                    dz.take().expect("checked above")
-                } else {
-                    full.clone()
-                };
-                flex(v, &[batch, d, h, w])
-            } else {
+            (needed[i] && Some(i) != owner).then(|| {
+                if [h, w] == [height, width] {
+                    return flex(dz.clone(), &[batch, d, h, w]);
+                }
                 let (ty, tx) = (taps(h, height), taps(w, width));
                 let mut dm = vec![0.0f32; batch * d * h * w];
                 dm.par_chunks_mut(h * w).enumerate().for_each(|(p, plane)| {
-                    add_downsampled(plane, &full[p * hw..][..hw], w, &ty, &tx);
+                    add_downsampled(plane, &dz[p * hw..][..hw], w, &ty, &tx);
                 });
                 flex(dm, &[batch, d, h, w])
-            });
+            })
+        });
+        if let Some(i) = owner {
+            dmaps[i] = Some(flex(dz, &[batch, d, height, width]));
         }
         let [m0, m1, m2, m3] = dmaps;
         [

@@ -418,6 +418,48 @@ fn cross_entropy_matches_upsample_then_loss() {
     cross_entropy_case([6, 4], [6, 4]);
 }
 
+/// A conv the fused path writes as a matrix product (`f`, taking the layer, the input and the
+/// kernels to use) against burn's conv: `f` on a copy of `layer` whose weight and bias are
+/// tracked, with `Kernels::Auto` (which must take the fused route: a layer `plain_conv`
+/// accepts, on `Autodiff<Flex>`) and with `Kernels::Composed`; the outputs and the gradients
+/// of the input, the kernel and the bias must agree. Returns the fused output.
+fn conv_paths_agree(
+    what: &str,
+    layer: &Conv2d<A>,
+    x: Tensor<A, 4>,
+    f: impl Fn(&Conv2d<A>, Tensor<A, 4>, Compute) -> Tensor<A, 3>,
+) -> Tensor<Flex, 3> {
+    let [cout, ..] = layer.weight.dims();
+    assert!(
+        crate::ops::plain_conv(layer).is_some(),
+        "{what}: the layer must be one the fused path writes as a product"
+    );
+    let compute = |kernels| Compute {
+        dtype: None,
+        kernels,
+    };
+    assert_eq!(
+        compute(Kernels::Auto).path::<A>(&x.device()),
+        KernelPath::Fused
+    );
+    let inputs = [x, layer.weight.val(), random::<A, 4>([1, 1, 1, cout], 91)];
+    let run = |kernels| {
+        forward_backward::<A, 4, 3>(&inputs, |t| {
+            let mut l = layer.clone();
+            l.weight = attached(t[1].clone());
+            l.bias = Some(attached(t[2].clone().reshape([cout])));
+            f(&l, t[0].clone(), compute(kernels))
+        })
+    };
+    let (fo, fg) = run(Kernels::Auto);
+    let (go, gg) = run(Kernels::Composed);
+    assert_close(&format!("{what} out"), fo.clone(), go, 1e-5);
+    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+        assert_close(&format!("{what} grad {i}"), f, g, 1e-5);
+    }
+    fo
+}
+
 /// The sequence reduction as a linear map of gathered patches against the strided conv it
 /// replaces: outputs and the gradients of the input, kernel and bias, for sizes the stride
 /// does not divide (the conv drops the remainder, whose gradient is then 0).
@@ -436,33 +478,10 @@ fn patch_conv_matches_the_strided_conv() {
         };
         let layer: Conv2d<A> = conv2d(spec, 0.5, &device);
         let x = random::<A, 4>([1, batch, h * w, cin], 90 + s as u64);
-        let weight = layer.weight.val();
-        let bias = random::<A, 4>([1, 1, 1, cout], 91);
-        let run = |kernels: Kernels| {
-            forward_backward::<A, 4, 3>(&[x.clone(), weight.clone(), bias.clone()], |t| {
-                let mut l = layer.clone();
-                l.weight = attached(t[1].clone());
-                l.bias = Some(attached(t[2].clone().reshape([cout])));
-                let c = Compute {
-                    dtype: None,
-                    kernels,
-                };
-                let x = t[0].clone().reshape([batch, h * w, cin]);
-                crate::ops::patch_conv(&l, x, [h, w], c)
-            })
-        };
-        let auto = Compute {
-            dtype: None,
-            kernels: Kernels::Auto,
-        };
-        assert_eq!(auto.path::<A>(&device), KernelPath::Fused);
-        let (fo, fg) = run(Kernels::Auto);
-        let (go, gg) = run(Kernels::Composed);
-        assert_eq!(fo.dims(), [batch, (h / s) * (w / s), cout]);
-        assert_close(&format!("s{s} out"), fo, go, 1e-5);
-        for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
-            assert_close(&format!("s{s} grad {i}"), f, g, 1e-5);
-        }
+        let out = conv_paths_agree(&format!("s{s}"), &layer, x, |l, x, c| {
+            crate::ops::patch_conv(l, x.reshape([batch, h * w, cin]), [h, w], c)
+        });
+        assert_eq!(out.dims(), [batch, (h / s) * (w / s), cout]);
     }
 }
 
@@ -484,33 +503,12 @@ fn patch_embed_matches_the_padded_conv() {
         };
         let layer: Conv2d<A> = conv2d(spec, 0.5, &device);
         let x = random::<A, 4>([batch, cin, h, w], 95 + k as u64);
-        let weight = layer.weight.val();
-        let bias = random::<A, 4>([1, 1, 1, cout], 96);
-        let run = |kernels: Kernels| {
-            let dims = std::cell::Cell::new((0, 0));
-            let (out, grads) =
-                forward_backward::<A, 4, 3>(&[x.clone(), weight.clone(), bias.clone()], |t| {
-                    let mut l = layer.clone();
-                    l.weight = attached(t[1].clone());
-                    l.bias = Some(attached(t[2].clone().reshape([cout])));
-                    let c = Compute {
-                        dtype: None,
-                        kernels,
-                    };
-                    let (y, oh, ow) = crate::ops::patch_embed(&l, t[0].clone(), c);
-                    dims.set((oh, ow));
-                    y
-                });
-            (out, grads, dims.get())
-        };
-        let (fo, fg, fd) = run(Kernels::Auto);
-        let (go, gg, gd) = run(Kernels::Composed);
         let o = |n: usize| (n + 2 * p - k) / s + 1;
-        assert_eq!((fd, gd), ((o(h), o(w)), (o(h), o(w))));
-        assert_eq!(fo.dims(), [batch, o(h) * o(w), cout]);
-        assert_close(&format!("k{k} out"), fo, go, 1e-5);
-        for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
-            assert_close(&format!("k{k} grad {i}"), f, g, 1e-5);
-        }
+        let out = conv_paths_agree(&format!("k{k}"), &layer, x, |l, x, c| {
+            let (y, oh, ow) = crate::ops::patch_embed(l, x, c);
+            assert_eq!((oh, ow), (o(h), o(w)));
+            y
+        });
+        assert_eq!(out.dims(), [batch, o(h) * o(w), cout]);
     }
 }

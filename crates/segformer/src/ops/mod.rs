@@ -83,7 +83,7 @@ pub(crate) fn conv<B: Backend>(layer: &Conv2d<B>, x: Tensor<B, 4>, c: Compute) -
 /// `(k, stride, pad)` of a conv with a square kernel, equal strides, the same zero padding on
 /// every side, no dilation and no groups: the convs [`patch_conv`] and [`patch_embed`] write
 /// as one matrix product.
-fn plain_conv<B: Backend>(layer: &Conv2d<B>) -> Option<(usize, usize, usize)> {
+pub(crate) fn plain_conv<B: Backend>(layer: &Conv2d<B>) -> Option<(usize, usize, usize)> {
     use burn::nn::PaddingConfig2d as P;
     let [_, _, kh, kw] = layer.weight.dims();
     let pad = match layer.padding {
