@@ -114,12 +114,13 @@ def main():
             union = conf.sum(0).double() + conf.sum(1).double() - inter
             miou = (inter / union.clamp(min=1)).mean().item()
             evals += 1
-            state = {"model": model.state_dict(), "optimizer": opt.state_dict()}
-            if miou > best:
-                best = miou
-                torch.save(state, os.path.join(a.out, "best.pt"))
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()},
-                   os.path.join(a.out, "last.pt"))
+        else:
+            miou = best
+        state = {"model": model.state_dict(), "optimizer": opt.state_dict()}
+        if miou > best:
+            best = miou
+            torch.save(state, os.path.join(a.out, "best.pt"))
+        torch.save(state, os.path.join(a.out, "last.pt"))
     wall = time.perf_counter() - started
     print(json.dumps({"impl": "pytorch-hf", "torch": torch.__version__,
                       "threads": torch.get_num_threads(), "epochs": a.epochs,
