@@ -35,11 +35,53 @@ impl<'a> View<'a> {
         }
     }
 
-    fn check(&self) {
+    /// Panics unless every element of the view is inside `data`.
+    pub(crate) fn check(&self) {
         if self.rows > 0 && self.cols > 0 {
             let last = self.offset + (self.rows - 1) * self.rs + (self.cols - 1) * self.cs;
             assert!(last < self.data.len(), "gemm view out of bounds");
         }
+    }
+}
+
+/// The arithmetic of a fused kernel's matrix products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Precision {
+    /// f32 operands and sums (the `gemm` crate).
+    F32,
+    /// Operands rounded to bf16, products summed in f32 (`vdpbf16ps`); only where
+    /// [`available`](super::gemm_bf16::available) is true.
+    Bf16,
+}
+
+impl Precision {
+    /// bf16 where this CPU has the instructions, f32 otherwise.
+    pub(crate) fn bf16_or_f32() -> Self {
+        if super::gemm_bf16::available() {
+            Self::Bf16
+        } else {
+            Self::F32
+        }
+    }
+
+    /// [`matmul`] in this precision (same arguments).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn matmul(
+        self,
+        dst: &mut [f32],
+        dst_offset: usize,
+        dst_rs: usize,
+        a: View<'_>,
+        b: View<'_>,
+        alpha: f32,
+        accumulate: bool,
+        threads: bool,
+    ) {
+        let product = match self {
+            Self::F32 => matmul,
+            Self::Bf16 => super::gemm_bf16::matmul_bf16,
+        };
+        product(dst, dst_offset, dst_rs, a, b, alpha, accumulate, threads);
     }
 }
 

@@ -6,12 +6,13 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
-use super::gemm::{View, matmul};
+use super::gemm::{Precision, View};
 use super::{FusedOp, add_into, apply, dims, flex, route, rows_per_task, sum_in_order, values};
 use crate::compute::{primitive, tensor};
 
-/// `nn.Linear` on the last dimension (burn's weight layout `[d_input, d_output]`), or `None`
-/// without a bias or a fused route for the tensors.
+/// `nn.Linear` on the last dimension (burn's weight layout `[d_input, d_output]`), its three
+/// products (forward, input and weight gradients) in `precision`, or `None` without a bias or
+/// a fused route for the tensors.
 ///
 /// # Shapes
 /// - x: `[..., d_input]`
@@ -19,9 +20,10 @@ use crate::compute::{primitive, tensor};
 pub(crate) fn linear<B: Backend, const D: usize>(
     layer: &Linear<B>,
     x: &Tensor<B, D>,
+    precision: Precision,
 ) -> Option<Tensor<B, D>> {
     let bias = layer.bias.as_ref()?;
-    linear_with(x, layer.weight.val(), bias.val())
+    linear_with(x, layer.weight.val(), bias.val(), precision)
 }
 
 /// [`linear`] with the weight `[d_input, d_output]` and bias `[d_output]` given as tensors.
@@ -29,18 +31,21 @@ pub(crate) fn linear_with<B: Backend, const D: usize>(
     x: &Tensor<B, D>,
     weight: Tensor<B, 2>,
     bias: Tensor<B, 1>,
+    precision: Precision,
 ) -> Option<Tensor<B, D>> {
     let route = route::<B>(&[x.dtype(), weight.dtype(), bias.dtype()])?;
     let out = apply::<B, _, 3>(
         route,
-        &LinearOp,
+        &LinearOp { precision },
         [primitive(x.clone()), primitive(weight), primitive(bias)],
     );
     Some(tensor(out))
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct LinearOp;
+pub(crate) struct LinearOp {
+    precision: Precision,
+}
 
 impl FusedOp<3> for LinearOp {
     /// The input and the weight.
@@ -59,7 +64,7 @@ impl FusedOp<3> for LinearOp {
         for _ in 0..rows {
             out.extend_from_slice(&bv);
         }
-        matmul(
+        self.precision.matmul(
             &mut out,
             0,
             d_out,
@@ -87,7 +92,7 @@ impl FusedOp<3> for LinearOp {
             let wv = values(&w);
             let mut dx = vec![0.0; rows * d_in];
             let dy = View::rows(&g, 0, rows, d_out, d_out);
-            matmul(
+            self.precision.matmul(
                 &mut dx,
                 0,
                 d_in,
@@ -103,7 +108,7 @@ impl FusedOp<3> for LinearOp {
             let xv = values(&x);
             let mut dw = vec![0.0; d_in * d_out];
             let xt = View::rows(&xv, 0, rows, d_in, d_in).t();
-            matmul(
+            self.precision.matmul(
                 &mut dw,
                 0,
                 d_out,

@@ -36,37 +36,103 @@ fn transpose_matches_swap_dims() {
     assert_close("dx", fg[0].clone(), gg[0].clone(), 0.0);
 }
 
-#[test]
-fn linear_matches_burn_linear() {
+/// A 24 → 40 linear layer with a bias, and an input for it.
+fn linear_case() -> (Linear<A>, Tensor<A, 3>) {
     let device = Default::default();
     let mut layer: Linear<A> = new_linear(24, 40, 0.5, &device);
     layer.bias = Some(Param::from_tensor(random([40], 3)));
-    let x = random::<A, 3>([3, 50, 24], 2);
-    // Inputs: x, weight, bias; the closure rebuilds the layer from the tracked tensors.
-    let run = |fused: bool| {
-        let w = layer.weight.val();
-        let b = layer.bias.as_ref().unwrap().val();
-        forward_backward::<A, 3, 3>(
-            &[x.clone(), w.unsqueeze(), b.unsqueeze::<2>().unsqueeze()],
-            |t| {
-                let l = Linear {
-                    weight: attached(t[1].clone().squeeze_dim(0)),
-                    bias: Some(attached(t[2].clone().squeeze_dim::<2>(0).squeeze_dim(0))),
-                };
-                if fused {
-                    linear(&l, &t[0]).expect("fused route")
-                } else {
-                    l.forward(t[0].clone())
-                }
-            },
-        )
-    };
-    let (fo, fg) = run(true);
-    let (go, gg) = run(false);
+    (layer, random::<A, 3>([3, 50, 24], 2))
+}
+
+/// `f(layer, x)` and the gradients of x, the weight and the bias (the layer rebuilt from the
+/// tracked tensors).
+fn linear_run(
+    layer: &Linear<A>,
+    x: &Tensor<A, 3>,
+    f: impl Fn(&Linear<A>, &Tensor<A, 3>) -> Tensor<A, 3>,
+) -> (Tensor<Flex, 3>, Vec<Tensor<Flex, 3>>) {
+    let w = layer.weight.val();
+    let b = layer.bias.as_ref().unwrap().val();
+    forward_backward::<A, 3, 3>(
+        &[x.clone(), w.unsqueeze(), b.unsqueeze::<2>().unsqueeze()],
+        |t| {
+            let l = Linear {
+                weight: attached(t[1].clone().squeeze_dim(0)),
+                bias: Some(attached(t[2].clone().squeeze_dim::<2>(0).squeeze_dim(0))),
+            };
+            f(&l, &t[0])
+        },
+    )
+}
+
+#[test]
+fn linear_matches_burn_linear() {
+    let (layer, x) = linear_case();
+    let (fo, fg) = linear_run(&layer, &x, |l, x| {
+        linear(l, x, Precision::F32).expect("fused route")
+    });
+    let (go, gg) = linear_run(&layer, &x, |l, x| l.forward(x.clone()));
     assert_close("y", fo, go, 1e-5);
     for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
         assert_close(&format!("grad {i}"), f, g, 1e-5);
     }
+}
+
+/// The bf16 products: the forward is f32 arithmetic on bf16-rounded operands (checked against
+/// exactly that, computed by burn), and values and gradients stay within bf16 rounding of
+/// autocast's composition (burn's bf16 linear, whose results are rounded to bf16 as well).
+#[test]
+fn bf16_linear_rounds_operands_and_sums_in_f32() {
+    if !gemm_bf16::available() {
+        eprintln!("skipped: this CPU has no AVX512-BF16");
+        return;
+    }
+    use burn::tensor::FloatDType::{BF16, F32};
+    let (layer, x) = linear_case();
+    let (fo, fg) = linear_run(&layer, &x, |l, x| {
+        linear(l, x, Precision::Bf16).expect("fused route")
+    });
+    let rounded = Linear::<Flex> {
+        weight: Param::from_tensor(layer.weight.val().inner().cast(BF16).cast(F32)),
+        bias: layer
+            .bias
+            .as_ref()
+            .map(|b| Param::from_tensor(b.val().inner())),
+    };
+    let exact = rounded.forward(x.clone().inner().cast(BF16).cast(F32));
+    assert_close("y vs f32 on rounded operands", fo.clone(), exact, 1e-6);
+    let (f32o, _) = linear_run(&layer, &x, |l, x| l.forward(x.clone()));
+    let e = crate::test_support::rel_err(fo.clone(), f32o);
+    assert!(
+        e > 1e-5,
+        "the bf16 product should round its operands (error {e:e})"
+    );
+    let (ao, ag) = linear_run(&layer, &x, |l, x| {
+        crate::ops::linear_autocast(l, x.clone(), BF16)
+    });
+    assert_close("y vs autocast", fo, ao, 1e-2);
+    for (i, (f, a)) in fg.into_iter().zip(ag).enumerate() {
+        assert_close(&format!("grad {i} vs autocast"), f, a, 2e-2);
+    }
+}
+
+/// Which products the fused path runs for each compute dtype and kernel choice.
+#[test]
+fn fused_products_follow_the_compute_dtype() {
+    use burn::tensor::FloatDType::{BF16, F16};
+    let device = Default::default();
+    let c = |dtype, kernels| Compute { dtype, kernels };
+    let products = |c| crate::ops::fused_products::<A>(c, &device);
+    assert_eq!(products(c(None, Kernels::Auto)), Some(Precision::F32));
+    let bf16 = if gemm_bf16::available() {
+        Precision::Bf16
+    } else {
+        Precision::F32
+    };
+    assert_eq!(products(c(Some(BF16), Kernels::Auto)), Some(bf16));
+    assert_eq!(products(c(Some(F16), Kernels::Auto)), None);
+    assert_eq!(products(c(Some(BF16), Kernels::Recompute)), None);
+    assert_eq!(products(c(None, Kernels::Composed)), None);
 }
 
 #[test]

@@ -6,14 +6,18 @@
 //! decode head call only these.
 //!
 //! Autocast (`Compute::dtype`) runs Linear, Conv2d and the attention matmuls in the compute
-//! dtype; the fused kernels are f32 throughout, so a cast linear layer is always composed.
+//! dtype. On the fused path, bf16 is the fused kernels' own: the linear layers and the
+//! patch-embedding and sequence-reduction convs multiply bf16 operands with f32 sums
+//! (AVX512-BF16, [`fused::Precision::Bf16`]) and keep their results and everything else in
+//! f32; the attention and decode-head matmuls stay f32. On a CPU without those instructions
+//! a bf16 model computes in f32 there ([`fused_products`]). f16 is always composed.
 
 mod composed;
 
 use burn::nn::conv::Conv2d;
 use burn::nn::{Dropout, LayerNorm, Linear};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Distribution, Int, Tensor};
+use burn::tensor::{Distribution, FloatDType, Int, Tensor};
 
 use crate::batch_norm::BatchNorm2d;
 use crate::bilinear::resize_bilinear;
@@ -24,7 +28,7 @@ use crate::recompute::{self, CHUNK_ELEMENTS};
 #[cfg(test)]
 pub(crate) use composed::{
     attention as attention_composed, cross_entropy, decode_tail as decode_tail_composed,
-    dwconv3x3_act as dwconv3x3_act_composed,
+    dwconv3x3_act as dwconv3x3_act_composed, linear_autocast,
 };
 
 /// PyTorch's default LayerNorm eps, which HF's SegFormer uses everywhere.
@@ -33,6 +37,32 @@ pub(crate) const LAYER_NORM_EPS: f64 = 1e-5;
 /// Whether the model's kernels resolve to the fused ones on `B`.
 fn fused_path<B: Backend>(c: Compute, device: &B::Device) -> bool {
     c.path::<B>(device) == KernelPath::Fused
+}
+
+/// The precision of the fused kernels' products for this model on `B`, or `None` where the
+/// layers do not take the fused path: f32 without a compute dtype, bf16 for a bf16 model on a
+/// CPU with AVX512-BF16 and f32 on one without (`None` for f16, which is composed).
+pub(crate) fn fused_products<B: Backend>(
+    c: Compute,
+    device: &B::Device,
+) -> Option<fused::Precision> {
+    if !fused_path::<B>(c, device) {
+        return None;
+    }
+    match c.dtype {
+        None => Some(fused::Precision::F32),
+        Some(FloatDType::BF16) => Some(fused::Precision::bf16_or_f32()),
+        Some(_) => None,
+    }
+}
+
+/// The compute dtype of the ops that the fused path leaves to burn: none (f32) where the
+/// fused kernels serve the model's dtype, the model's otherwise.
+fn composed_dtype<B: Backend>(c: Compute, device: &B::Device) -> Option<FloatDType> {
+    match fused_products::<B>(c, device) {
+        Some(_) => None,
+        None => c.dtype,
+    }
 }
 
 /// `nn.Linear` on the last dimension.
@@ -44,15 +74,15 @@ pub(crate) fn linear<B: Backend, const D: usize>(
     x: Tensor<B, D>,
     c: Compute,
 ) -> Tensor<B, D> {
-    if let Some(dtype) = c.dtype {
-        return composed::linear_autocast(layer, x, dtype);
-    }
-    if fused_path::<B>(c, &x.device())
-        && let Some(y) = fused::linear(layer, &x)
+    if let Some(precision) = fused_products::<B>(c, &x.device())
+        && let Some(y) = fused::linear(layer, &x, precision)
     {
         return y;
     }
-    layer.forward(x)
+    match composed_dtype::<B>(c, &x.device()) {
+        Some(dtype) => composed::linear_autocast(layer, x, dtype),
+        None => layer.forward(x),
+    }
 }
 
 /// `nn.LayerNorm` with eps 1e-5 on the last dimension (always in the input's dtype).
@@ -72,12 +102,14 @@ pub(crate) fn layer_norm<B: Backend, const D: usize>(
     layer.forward(x)
 }
 
-/// `nn.Conv2d` (burn's composition; in the compute dtype where set).
+/// `nn.Conv2d` (burn's composition; in the compute dtype where set and not served by the
+/// fused path).
 ///
 /// # Shapes
 /// - x: `[batch, c_in, h, w]` -> `[batch, c_out, h', w']`
 pub(crate) fn conv<B: Backend>(layer: &Conv2d<B>, x: Tensor<B, 4>, c: Compute) -> Tensor<B, 4> {
-    composed::conv(layer, x, c.dtype)
+    let dtype = composed_dtype::<B>(c, &x.device());
+    composed::conv(layer, x, dtype)
 }
 
 /// `(k, stride, pad)` of a conv with a square kernel, equal strides, the same zero padding on
@@ -128,13 +160,12 @@ pub(crate) fn patch_conv<B: Backend>(
     if let Some((s, stride, 0)) = plain_conv(layer)
         && s == stride
         && layer.weight.dims()[1] == channels
-        && c.dtype.is_none()
-        && fused_path::<B>(c, &x.device())
+        && let Some(precision) = fused_products::<B>(c, &x.device())
         && let Some(patches) = fused::patches(&x, [h, w], s)
     {
         // [C_out, C, s, s] -> [C_out, s, s, C]: the patches' (ky, kx, c) order
         let (weight, bias) = conv_as_linear(layer, layer.weight.val().permute([0, 2, 3, 1]));
-        if let Some(y) = fused::linear_with(&patches, weight, bias) {
+        if let Some(y) = fused::linear_with(&patches, weight, bias, precision) {
             return y;
         }
     }
@@ -159,12 +190,11 @@ pub(crate) fn patch_embed<B: Backend>(
     let [_, channels, height, width] = x.dims();
     if let Some((k, s, pad)) = plain_conv(layer)
         && layer.weight.dims()[1] == channels
-        && c.dtype.is_none()
-        && fused_path::<B>(c, &x.device())
+        && let Some(precision) = fused_products::<B>(c, &x.device())
         && let Some(cols) = fused::im2col(&x, k, s, pad)
     {
         let (weight, bias) = conv_as_linear(layer, layer.weight.val());
-        if let Some(y) = fused::linear_with(&cols, weight, bias) {
+        if let Some(y) = fused::linear_with(&cols, weight, bias, precision) {
             let o = |n: usize| (n + 2 * pad - k) / s + 1;
             return (y, o(height), o(width));
         }
@@ -175,7 +205,8 @@ pub(crate) fn patch_embed<B: Backend>(
     (transpose12(y.flatten::<3>(2, 3), c), h, w)
 }
 
-/// A batched matmul (burn's composition; in the compute dtype where set).
+/// A batched matmul (burn's composition; in the compute dtype where set and not served by
+/// the fused path).
 ///
 /// # Shapes
 /// - a: `[..., n, k]`, b: `[..., k, m]` -> `[..., n, m]`
@@ -184,7 +215,8 @@ pub(crate) fn matmul<B: Backend, const D: usize>(
     b: Tensor<B, D>,
     c: Compute,
 ) -> Tensor<B, D> {
-    composed::matmul(a, b, c.dtype)
+    let dtype = composed_dtype::<B>(c, &a.device());
+    composed::matmul(a, b, dtype)
 }
 
 /// Swaps the last two dimensions.
@@ -217,7 +249,8 @@ pub(crate) fn attention<B: Backend>(
 ) -> Tensor<B, 3> {
     let device = query.device();
     if dropout.prob > 0.0 && B::ad_enabled(&device) {
-        return composed::attention_with_dropout(query, key, value, heads, dropout, c.dtype);
+        let dtype = composed_dtype::<B>(c, &device);
+        return composed::attention_with_dropout(query, key, value, heads, dropout, dtype);
     }
     let path = c.path::<B>(&device);
     if path == KernelPath::Fused

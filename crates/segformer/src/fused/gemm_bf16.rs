@@ -1,0 +1,550 @@
+//! `dst (+)= α·A·B` with A and B rounded to bf16 (round to nearest even) and the products
+//! summed in f32: AVX512-BF16's `vdpbf16ps`, which multiplies two bf16 pairs per f32 lane and
+//! accumulates in f32. This is autocast's contract for a bf16 matmul (bf16 operands, f32
+//! accumulation) with the result left in f32 instead of being rounded to bf16 again.
+//!
+//! Blocked like every packed GEMM: B is packed once into `[panel][k/2][NR]` pairs of bf16, the
+//! rows of A into `[tile]` blocks of `MR` rows per `KC` slice of k, and an `MR × NR`
+//! micro-kernel keeps its 16 accumulators in registers. On a CPU without the instructions
+//! [`available`] is false and callers use the f32 product instead.
+
+use super::gemm::View;
+
+/// Rows of a micro-tile.
+const MR: usize = 8;
+/// Columns of a micro-tile (two 16-lane registers).
+const NR: usize = 32;
+/// The k slice one packed block covers at least (even, so pairs never straddle blocks); more
+/// for narrow B, up to [`KC_MAX`], so that a long k (a weight gradient's rows) is not cut
+/// into many short passes.
+const KC: usize = 512;
+/// The longest k slice.
+const KC_MAX: usize = 8192;
+/// Rows of A one task packs and sweeps.
+const MC: usize = 64;
+
+/// Whether this CPU runs the bf16 kernels (AVX512-F/BW/VL and AVX512-BF16, detected once).
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512bf16")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `x` rounded to bf16 (nearest, ties to even; NaN stays a quiet NaN), as its 16 bits.
+pub(crate) fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// `x` rounded to bf16 and widened back to f32.
+#[cfg(test)]
+pub(crate) fn round_bf16(x: f32) -> f32 {
+    f32::from_bits(u32::from(bf16_bits(x)) << 16)
+}
+
+/// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · bf16(b[k, j])`, summed in f32, with `dst`
+/// row-major (row stride `dst_rs`) from `dst_offset`; the same contract as
+/// [`matmul`](super::gemm::matmul). Must only be called where [`available`] is true.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_bf16(
+    dst: &mut [f32],
+    dst_offset: usize,
+    dst_rs: usize,
+    a: View<'_>,
+    b: View<'_>,
+    alpha: f32,
+    accumulate: bool,
+    threads: bool,
+) {
+    assert!(available(), "matmul_bf16 on a CPU without AVX512-BF16");
+    #[cfg(target_arch = "x86_64")]
+    x86::matmul(dst, dst_offset, dst_rs, a, b, alpha, accumulate, threads);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (dst, dst_offset, dst_rs, a, b, alpha, accumulate, threads);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+    use std::mem::transmute;
+
+    use rayon::prelude::*;
+
+    use super::{KC, KC_MAX, MC, MR, NR, View, bf16_bits};
+
+    /// A destination pointer shared by tasks that write disjoint tiles of it.
+    #[derive(Clone, Copy)]
+    struct Dst(*mut f32);
+
+    impl Dst {
+        /// The element `i` past the pointer (a method, so closures capture the whole `Dst`).
+        ///
+        /// # Safety
+        /// `i` must be inside the slice the pointer came from.
+        unsafe fn at(self, i: usize) -> *mut f32 {
+            // SAFETY: the caller keeps `i` inside the slice.
+            unsafe { self.0.add(i) }
+        }
+    }
+    // SAFETY: the tasks that share a `Dst` write disjoint elements (distinct row blocks or
+    // column groups), and the borrow of the slice it points into outlives them all.
+    unsafe impl Send for Dst {}
+    unsafe impl Sync for Dst {}
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn matmul(
+        dst: &mut [f32],
+        dst_offset: usize,
+        dst_rs: usize,
+        a: View<'_>,
+        b: View<'_>,
+        alpha: f32,
+        accumulate: bool,
+        threads: bool,
+    ) {
+        assert_eq!(a.cols, b.rows, "gemm inner dimensions differ");
+        let (m, n, k) = (a.rows, b.cols, a.cols);
+        if m == 0 || n == 0 {
+            return;
+        }
+        let last = dst_offset + (m - 1) * dst_rs + n - 1;
+        assert!(last < dst.len(), "gemm destination out of bounds");
+        if k == 0 {
+            if !accumulate {
+                for i in 0..m {
+                    dst[dst_offset + i * dst_rs..][..n].fill(0.0);
+                }
+            }
+            return;
+        }
+        a.check();
+        b.check();
+        let threads = threads && m * n * k >= 1 << 18;
+        let panels = n.div_ceil(NR);
+        // Tasks: row blocks × column groups, enough of them to keep the pool busy.
+        let row_blocks = m.div_ceil(MC);
+        let groups = if threads {
+            panels.min(16usize.div_ceil(row_blocks))
+        } else {
+            1
+        };
+        let per_group = panels.div_ceil(groups);
+        let groups = panels.div_ceil(per_group);
+        let out = Dst(dst[dst_offset..].as_mut_ptr());
+        // One k slice at a time: B's slice packed once (at most KC·n bf16), then every task
+        // packs its rows of A's slice and sweeps its panels.
+        // About 1 MiB of packed B per slice.
+        let kc_max = ((1usize << 19) / n).clamp(KC, KC_MAX) & !1;
+        for pc in (0..k).step_by(kc_max) {
+            let ks = pc..(pc + kc_max).min(k);
+            let kc2 = ks.len().div_ceil(2);
+            let bp = pack_b(b, ks.clone(), panels, threads);
+            let run = |task: usize| {
+                let (rb, g) = (task / groups, task % groups);
+                let rows = rb * MC..((rb + 1) * MC).min(m);
+                let mut ap = vec![0u32; MC * kc2];
+                let (ar, ak) = match pack_a(a, rows.clone(), ks.clone(), &mut ap) {
+                    Layout::RowPairs => (kc2, 1),
+                    Layout::PairRows => (1, MR),
+                };
+                for p in g * per_group..((g + 1) * per_group).min(panels) {
+                    let panel = &bp[p * kc2 * NR..][..kc2 * NR];
+                    let width = NR.min(n - p * NR);
+                    for (t, r0) in rows.clone().step_by(MR).enumerate() {
+                        let height = MR.min(rows.end - r0);
+                        let tile = &ap[t * MR * kc2..][..MR * kc2];
+                        // SAFETY: `tile` holds MR·kc2 words read at r·ar + kp·ak < MR·kc2;
+                        // `panel` holds kc2·NR words; the tile's `height × width` elements
+                        // of `dst` were bounds-checked above (rows < m, columns < n) and no
+                        // other task writes them; the CPU has the features (`available`).
+                        unsafe {
+                            kernel(
+                                kc2,
+                                tile.as_ptr(),
+                                ar,
+                                ak,
+                                panel.as_ptr(),
+                                out.at(r0 * dst_rs + p * NR),
+                                dst_rs,
+                                height,
+                                width,
+                                alpha,
+                                pc == 0 && !accumulate,
+                            );
+                        }
+                    }
+                }
+            };
+            let tasks = row_blocks * groups;
+            if threads {
+                (0..tasks).into_par_iter().for_each(run);
+            } else {
+                (0..tasks).for_each(run);
+            }
+        }
+    }
+
+    /// How a packed tile of A lays out its `MR × kc/2` bf16 pairs.
+    #[derive(Clone, Copy)]
+    enum Layout {
+        /// Row by row: word `r·kc2 + kp` (from rows of A contiguous in k).
+        RowPairs,
+        /// Pair by pair: word `kp·MR + r` (from columns of A contiguous in i).
+        PairRows,
+    }
+
+    /// Packs `a[rows, ks]` into `MR`-row tiles of bf16 pairs (zero-padded to whole tiles
+    /// and whole pairs), vectorised where the view is contiguous along k or along i.
+    fn pack_a(
+        a: View<'_>,
+        rows: std::ops::Range<usize>,
+        ks: std::ops::Range<usize>,
+        ap: &mut [u32],
+    ) -> Layout {
+        let kc2 = ks.len().div_ceil(2);
+        let tiles = rows.len().div_ceil(MR);
+        let ap = &mut ap[..tiles * MR * kc2];
+        if a.cs != 1 && a.rs == 1 {
+            for (t, tile) in ap.chunks_exact_mut(MR * kc2).enumerate() {
+                let r0 = rows.start + t * MR;
+                let height = MR.min(rows.end - r0);
+                for (kp, pairs) in tile.chunks_exact_mut(MR).enumerate() {
+                    let k0 = ks.start + 2 * kp;
+                    let base = a.offset + r0 + k0 * a.cs;
+                    let second = (k0 + 1 < ks.end).then_some(base + a.cs);
+                    // SAFETY: the view was bounds-checked (`View::check`): rows r0..r0+height
+                    // and k0 (k0+1 when present) are inside it; the CPU has the features.
+                    unsafe { interleave8(a.data, base, second, height, pairs) };
+                }
+            }
+            return Layout::PairRows;
+        }
+        for (t, tile) in ap.chunks_exact_mut(MR * kc2).enumerate() {
+            for (r, row) in tile.chunks_exact_mut(kc2).enumerate() {
+                let i = rows.start + t * MR + r;
+                if i >= rows.end {
+                    row.fill(0);
+                    continue;
+                }
+                let start = a.offset + i * a.rs + ks.start * a.cs;
+                if a.cs == 1 {
+                    let src = &a.data[start..start + ks.len()];
+                    // SAFETY: `src` is in bounds; the CPU has the features.
+                    unsafe { convert_row(src, row) };
+                } else {
+                    for (kp, word) in row.iter_mut().enumerate() {
+                        let k0 = 2 * kp;
+                        let lo = bf16_bits(a.data[start + k0 * a.cs]);
+                        let hi = if ks.start + k0 + 1 < ks.end {
+                            bf16_bits(a.data[start + (k0 + 1) * a.cs])
+                        } else {
+                            0
+                        };
+                        *word = u32::from(lo) | (u32::from(hi) << 16);
+                    }
+                }
+            }
+        }
+        Layout::RowPairs
+    }
+
+    /// Packs the rows `ks` of `b` into `[panel][kp][NR]` words, each the bf16 pair
+    /// `(b[k0, j], b[k0+1, j])` with `k0 = ks.start + 2·kp` (zero-padded past `ks` and n).
+    fn pack_b(b: View<'_>, ks: std::ops::Range<usize>, panels: usize, threads: bool) -> Vec<u32> {
+        let k2 = ks.len().div_ceil(2);
+        let mut bp = vec![0u32; panels * k2 * NR];
+        let pack = |(p, panel): (usize, &mut [u32])| {
+            let j0 = p * NR;
+            let width = NR.min(b.cols - j0);
+            for (kp, words) in panel.chunks_exact_mut(NR).enumerate() {
+                let k0 = ks.start + 2 * kp;
+                let base = b.offset + k0 * b.rs + j0 * b.cs;
+                let second = (k0 + 1 < ks.end).then_some(base + b.rs);
+                if b.cs == 1 {
+                    for h in 0..2 {
+                        let cols = width.saturating_sub(16 * h).min(16);
+                        if cols > 0 {
+                            let words = &mut words[16 * h..16 * h + 16];
+                            let off = 16 * h;
+                            // SAFETY: the view was bounds-checked: columns j0+off..+cols of
+                            // rows k0 (and k0+1 when present) are inside it.
+                            unsafe {
+                                interleave16(
+                                    b.data,
+                                    base + off,
+                                    second.map(|s| s + off),
+                                    cols,
+                                    words,
+                                )
+                            };
+                        }
+                    }
+                } else {
+                    for (j, word) in words[..width].iter_mut().enumerate() {
+                        let lo = bf16_bits(b.data[base + j * b.cs]);
+                        let hi = second.map_or(0, |s| bf16_bits(b.data[s + j * b.cs]));
+                        *word = u32::from(lo) | (u32::from(hi) << 16);
+                    }
+                }
+            }
+        };
+        if threads {
+            bp.par_chunks_mut(k2 * NR).enumerate().for_each(pack);
+        } else {
+            bp.chunks_mut(k2 * NR).enumerate().for_each(pack);
+        }
+        bp
+    }
+
+    /// A low-bits mask of `n ≤ 16` lanes.
+    fn lanes(n: usize) -> __mmask16 {
+        ((1u32 << n) - 1) as __mmask16
+    }
+
+    /// `src` rounded to bf16 into consecutive halves of `dst` (pairs along k), zero past it.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+    unsafe fn convert_row(src: &[f32], dst: &mut [u32]) {
+        debug_assert!(dst.len() * 2 >= src.len());
+        let out = dst.as_mut_ptr() as *mut u16;
+        let mut i = 0;
+        while i < src.len() {
+            let n = 16.min(src.len() - i);
+            // SAFETY (caller): lanes past `n` are masked off in the load and the store.
+            unsafe {
+                let v = _mm512_maskz_loadu_ps(lanes(n), src.as_ptr().add(i));
+                let h: __m256i = transmute(_mm512_cvtneps_pbh(v));
+                _mm256_mask_storeu_epi16(out.add(i) as *mut i16, lanes(n), h);
+            }
+            i += 16;
+        }
+        if src.len() % 2 == 1 {
+            // SAFETY: the odd length's pad half is inside `dst` (2·len ≥ src.len() + 1).
+            unsafe { *out.add(src.len()) = 0 };
+        }
+    }
+
+    /// Pairs `(data[base + j], data[second + j])` rounded to bf16 for `j < n ≤ 16` into
+    /// `words[j]`; the second element is 0 without a second row, words past `n` are 0.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+    unsafe fn interleave16(
+        data: &[f32],
+        base: usize,
+        second: Option<usize>,
+        n: usize,
+        words: &mut [u32],
+    ) {
+        debug_assert!(words.len() >= 16 && base + n <= data.len());
+        // SAFETY (caller): the loads read n lanes inside `data`; `words` holds 16 words.
+        unsafe {
+            let m = lanes(n);
+            let lo = _mm512_maskz_loadu_ps(m, data.as_ptr().add(base));
+            let hi = match second {
+                Some(s) => _mm512_maskz_loadu_ps(m, data.as_ptr().add(s)),
+                None => _mm512_setzero_ps(),
+            };
+            // [lo 0..16 | hi 0..16] as bf16, then interleaved lo0 hi0 lo1 hi1 …
+            let both: __m512i = transmute(_mm512_cvtne2ps_pbh(hi, lo));
+            let idx = _mm512_set_epi16(
+                31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
+                20, 4, 19, 3, 18, 2, 17, 1, 16, 0,
+            );
+            let pairs = _mm512_permutexvar_epi16(idx, both);
+            _mm512_storeu_si512(words.as_mut_ptr() as *mut __m512i, pairs);
+        }
+    }
+
+    /// [`interleave16`] for `n ≤ 8` lanes into 8 words.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+    unsafe fn interleave8(
+        data: &[f32],
+        base: usize,
+        second: Option<usize>,
+        n: usize,
+        words: &mut [u32],
+    ) {
+        debug_assert!(words.len() >= 8 && base + n <= data.len());
+        // SAFETY (caller): the loads read n lanes inside `data`; `words` holds 8 words.
+        unsafe {
+            let m = lanes(n) as __mmask8;
+            let lo = _mm256_maskz_loadu_ps(m, data.as_ptr().add(base));
+            let hi = match second {
+                Some(s) => _mm256_maskz_loadu_ps(m, data.as_ptr().add(s)),
+                None => _mm256_setzero_ps(),
+            };
+            let both: __m256i = transmute(_mm256_cvtne2ps_pbh(hi, lo));
+            let idx = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+            let pairs = _mm256_permutexvar_epi16(idx, both);
+            _mm256_storeu_si256(words.as_mut_ptr() as *mut __m256i, pairs);
+        }
+    }
+
+    /// One `MR × NR` tile: `c[r, j] (+)= alpha · Σ_kp dot(a[r, kp], b[kp, j])` over `kc2`
+    /// bf16 pairs, A's pair `(r, kp)` at word `r·ar + kp·ak`, B's `(kp, j)` at `kp·NR + j`;
+    /// writes the first `rows` rows and `cols` columns of `c` (row stride `rs_c`),
+    /// overwriting them when `overwrite`.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn kernel(
+        kc2: usize,
+        ap: *const u32,
+        ar: usize,
+        ak: usize,
+        bp: *const u32,
+        c: *mut f32,
+        rs_c: usize,
+        rows: usize,
+        cols: usize,
+        alpha: f32,
+        overwrite: bool,
+    ) {
+        // SAFETY (caller): the reads stay inside the packed tile and panel, the masked
+        // writes inside the destination tile.
+        unsafe {
+            let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+            let (mut a, mut b) = (ap, bp);
+            for _ in 0..kc2 {
+                let b0: __m512bh = transmute(_mm512_loadu_si512(b as *const __m512i));
+                let b1: __m512bh = transmute(_mm512_loadu_si512(b.add(16) as *const __m512i));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x: __m512bh = transmute(_mm512_set1_epi32(*a.add(r * ar) as i32));
+                    acc[0] = _mm512_dpbf16_ps(acc[0], x, b0);
+                    acc[1] = _mm512_dpbf16_ps(acc[1], x, b1);
+                }
+                a = a.add(ak);
+                b = b.add(NR);
+            }
+            let masks = [lanes(cols.min(16)), lanes(cols.saturating_sub(16))];
+            let alpha = _mm512_set1_ps(alpha);
+            for (r, acc) in acc.iter().enumerate() {
+                if r >= rows {
+                    break;
+                }
+                for h in 0..2 {
+                    let p = c.add(r * rs_c + 16 * h);
+                    let mut v = _mm512_mul_ps(acc[h], alpha);
+                    if !overwrite {
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(masks[h], p));
+                    }
+                    _mm512_mask_storeu_ps(p, masks[h], v);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Σ_k bf16(a)·bf16(b)` in f64 for the element `(i, j)`, and `Σ_k |bf16(a)·bf16(b)|`
+    /// (what f32 summation error scales with).
+    fn direct(a: View<'_>, b: View<'_>, i: usize, j: usize) -> (f64, f64) {
+        (0..a.cols)
+            .map(|k| {
+                let x = round_bf16(a.data[a.offset + i * a.rs + k * a.cs]);
+                let y = round_bf16(b.data[b.offset + k * b.rs + j * b.cs]);
+                f64::from(x) * f64::from(y)
+            })
+            .fold((0.0, 0.0), |(s, m), p| (s + p, m + p.abs()))
+    }
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) as f32)
+            .map(|v| v / (1u32 << 24) as f32 * 2.0 - 1.0)
+            .collect()
+    }
+
+    #[test]
+    fn rounding_is_to_nearest_even() {
+        // 1 + 2⁻⁸ is halfway between bf16 1.0 and 1 + 2⁻⁷: ties to the even 1.0.
+        assert_eq!(round_bf16(1.0 + 1.0 / 256.0), 1.0);
+        // 1 + 3·2⁻⁸ is halfway between 1 + 2⁻⁷ and 1 + 2⁻⁶: ties to the even 1 + 2⁻⁶.
+        assert_eq!(round_bf16(1.0 + 3.0 / 256.0), 1.0 + 1.0 / 64.0);
+        assert_eq!(round_bf16(1.0 + 1.0 / 200.0), 1.0 + 1.0 / 128.0);
+        assert_eq!(round_bf16(-3.0), -3.0);
+        assert!(round_bf16(f32::NAN).is_nan());
+        assert_eq!(round_bf16(f32::INFINITY), f32::INFINITY);
+    }
+
+    /// Every packing path (A along k, A along i, A strided; B along j, B strided), odd k,
+    /// edge tiles in both dimensions, k over one block, accumulate and overwrite.
+    #[test]
+    fn products_match_a_direct_sum_of_rounded_operands() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX512-BF16");
+            return;
+        }
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (9, 33, 7),
+            (70, 50, 515),
+            (130, 17, 1100),
+            (8, 64, 2),
+        ] {
+            let a_rm = values(m * k, 1); // a as row-major [m, k]
+            let a_cm = values(m * k, 2); // a as column-major: a[i, k] at k·m + i
+            let b_rm = values(k * n, 3); // b as row-major [k, n]
+            let b_cm = values(k * n, 4); // b as column-major
+            let a_st = values(2 * m * k, 6); // a[i, k] at 2·(i·k + k): neither stride 1
+            let a_views = [
+                View::rows(&a_rm, 0, m, k, k),
+                View::rows(&a_cm, 0, k, m, m).t(),
+                View {
+                    data: &a_st,
+                    offset: 0,
+                    rows: m,
+                    cols: k,
+                    rs: 2 * k,
+                    cs: 2,
+                },
+            ];
+            let b_views = [
+                View::rows(&b_rm, 0, k, n, n),
+                View::rows(&b_cm, 0, n, k, k).t(),
+            ];
+            for a in &a_views {
+                for b in &b_views {
+                    for accumulate in [false, true] {
+                        let rs = n + 3;
+                        let mut dst = values(m * rs, 5);
+                        let before = dst.clone();
+                        matmul_bf16(&mut dst, 0, rs, *a, *b, 0.5, accumulate, true);
+                        for i in 0..m {
+                            for j in 0..rs {
+                                let got = f64::from(dst[i * rs + j]);
+                                let old = f64::from(before[i * rs + j]);
+                                let (want, magnitude) = if j >= n {
+                                    (old, 0.0)
+                                } else {
+                                    let (sum, magnitude) = direct(*a, *b, i, j);
+                                    (0.5 * sum + if accumulate { old } else { 0.0 }, magnitude)
+                                };
+                                // f32 sums of k products: a few ulps of Σ|products| per √k.
+                                let tol = 1e-6 * (1.0 + magnitude * (k as f64).sqrt() * 0.25);
+                                assert!(
+                                    (got - want).abs() <= tol,
+                                    "{m}×{n}×{k} ({i}, {j}): {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
