@@ -384,8 +384,14 @@ const FUSED: Mix = Mix {
 // recompute and composed factors were measured on burn-flex with `Kernels::Recompute` (burn's
 // op-by-op graph, as burn-cuda runs it) and `Kernels::Composed`.
 fn factors(kernels: KernelPath, precision: Precision, checkpointing: bool) -> Factors {
-    let half = precision != Precision::F32;
-    // bf16: the weight copies the graph keeps for the bf16 matmuls
+    // bf16 on the fused path is the fused kernels' own: bf16 products inside kernels that keep
+    // f32 activations and no weight copies (or f32 throughout, on a CPU without AVX512-BF16),
+    // so it takes f32's memory; f16 there is burn's composed autocast, like bf16 elsewhere.
+    let half = match (kernels, precision) {
+        (_, Precision::F32) | (KernelPath::Fused, Precision::Bf16) => false,
+        _ => true,
+    };
+    // half: the weight copies the graph keeps for the half-precision matmuls
     let workspace = if half { 2.0 } else { 0.0 };
     let composed = |scale, attention, logits, gradients, step| Factors {
         mix: COMPOSED,

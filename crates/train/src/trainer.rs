@@ -221,19 +221,24 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if let Some(a) = &data.audit {
             reporter.note(&a.to_string());
         }
-        if t.precision != Precision::F32
-            && segformer::BackendKind::of::<B>(device) == segformer::BackendKind::Flex
-        {
-            let name = if t.precision == Precision::Bf16 {
-                "bf16"
-            } else {
-                "f16"
-            };
-            reporter.note(&format!(
-                "train.precision = \"{name}\" on the CPU: segformer's fused kernels are f32-only, so \
-                 this runs burn's composed half-precision ops, measured at about a third of the f32 \
-                 step's speed (crates/train/BENCH-speed.md); \"f32\" is faster on this backend"
-            ));
+        if segformer::BackendKind::of::<B>(device) == segformer::BackendKind::Flex {
+            match t.precision {
+                Precision::F32 => {}
+                Precision::Bf16 if segformer::cpu_has_bf16_kernels() => reporter.note(
+                    "train.precision = \"bf16\" on the CPU: the fused kernels multiply bf16 operands \
+                     with f32 sums (AVX512-BF16) in the linear layers and patch convs; activations \
+                     stay f32, so memory is f32's",
+                ),
+                Precision::Bf16 => reporter.note(
+                    "train.precision = \"bf16\": this CPU has no AVX512-BF16, so the run computes in \
+                     f32 (the same results and memory as \"f32\")",
+                ),
+                Precision::F16 => reporter.note(
+                    "train.precision = \"f16\" on the CPU: no fused f16 kernels, so this runs burn's \
+                     composed half-precision ops, measured at about a third of the f32 step's speed \
+                     (crates/train/BENCH-speed.md); \"bf16\" or \"f32\" is faster on this backend",
+                ),
+            }
         }
         if let Some(b) = &cfg.data.bands {
             reporter.note(&format!(

@@ -80,11 +80,37 @@ pub(crate) fn matmul_bf16(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
+    use std::cell::Cell;
     use std::mem::transmute;
+    use std::ops::Range;
 
     use rayon::prelude::*;
 
     use super::{KC, KC_MAX, MC, MR, NR, View, bf16_bits};
+
+    thread_local! {
+        /// Per-thread packing buffers, kept between calls: a fresh one per call would be
+        /// page-faulted in (and zeroed) every time. Taken out while in use, so a call nested
+        /// on the same thread (a rayon worker waiting on its tasks) allocates its own.
+        static A_SCRATCH: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+        static B_SCRATCH: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+        static A_SHARED: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+    }
+
+    /// Runs `f` on `len` words of this thread's buffer `scratch` (contents unspecified).
+    fn with_scratch<R>(
+        scratch: &'static std::thread::LocalKey<Cell<Vec<u32>>>,
+        len: usize,
+        f: impl FnOnce(&mut [u32]) -> R,
+    ) -> R {
+        let mut buf = scratch.take();
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let r = f(&mut buf[..len]);
+        scratch.set(buf);
+        r
+    }
 
     /// A destination pointer shared by tasks that write disjoint tiles of it.
     #[derive(Clone, Copy)]
@@ -145,32 +171,29 @@ mod x86 {
         let per_group = panels.div_ceil(groups);
         let groups = panels.div_ceil(per_group);
         let out = Dst(dst[dst_offset..].as_mut_ptr());
-        // One k slice at a time: B's slice packed once (at most KC·n bf16), then every task
-        // packs its rows of A's slice and sweeps its panels.
-        // About 1 MiB of packed B per slice.
+        let layout = Layout::of(a);
+        let (ar, ak) = match layout {
+            Layout::RowPairs => (0, 1), // ar is kc2, set per slice below
+            Layout::PairRows => (1, MR),
+        };
+        // About 1 MiB of packed B per k slice: longer slices for narrow B.
         let kc_max = ((1usize << 19) / n).clamp(KC, KC_MAX) & !1;
         for pc in (0..k).step_by(kc_max) {
             let ks = pc..(pc + kc_max).min(k);
             let kc2 = ks.len().div_ceil(2);
-            let bp = pack_b(b, ks.clone(), panels, threads);
-            let run = |task: usize| {
-                let (rb, g) = (task / groups, task % groups);
-                let rows = rb * MC..((rb + 1) * MC).min(m);
-                let mut ap = vec![0u32; MC * kc2];
-                let (ar, ak) = match pack_a(a, rows.clone(), ks.clone(), &mut ap) {
-                    Layout::RowPairs => (kc2, 1),
-                    Layout::PairRows => (1, MR),
-                };
-                for p in g * per_group..((g + 1) * per_group).min(panels) {
+            let ar = if ar == 0 { kc2 } else { ar };
+            // The tiles of one row block against the panels `cols`, A's block packed in `ap`.
+            let sweep = |ap: &[u32], bp: &[u32], rows: Range<usize>, cols: Range<usize>| {
+                for p in cols {
                     let panel = &bp[p * kc2 * NR..][..kc2 * NR];
                     let width = NR.min(n - p * NR);
                     for (t, r0) in rows.clone().step_by(MR).enumerate() {
                         let height = MR.min(rows.end - r0);
                         let tile = &ap[t * MR * kc2..][..MR * kc2];
                         // SAFETY: `tile` holds MR·kc2 words read at r·ar + kp·ak < MR·kc2;
-                        // `panel` holds kc2·NR words; the tile's `height × width` elements
-                        // of `dst` were bounds-checked above (rows < m, columns < n) and no
-                        // other task writes them; the CPU has the features (`available`).
+                        // `panel` holds kc2·NR words; the tile's `height × width` elements of
+                        // `dst` were bounds-checked above (rows < m, columns < n) and no other
+                        // task writes them; the CPU has the features (`available`).
                         unsafe {
                             kernel(
                                 kc2,
@@ -189,12 +212,46 @@ mod x86 {
                     }
                 }
             };
+            let block_rows = |rb: usize| rb * MC..((rb + 1) * MC).min(m);
+            let group_cols = |g: usize| g * per_group..((g + 1) * per_group).min(panels);
             let tasks = row_blocks * groups;
-            if threads {
-                (0..tasks).into_par_iter().for_each(run);
-            } else {
-                (0..tasks).for_each(run);
-            }
+            let for_each = |run: &(dyn Fn(usize) + Sync)| {
+                if threads {
+                    (0..tasks).into_par_iter().for_each(run);
+                } else {
+                    (0..tasks).for_each(run);
+                }
+            };
+            with_scratch(&B_SCRATCH, panels * kc2 * NR, |bp| {
+                pack_b(b, ks.clone(), bp, threads);
+                let bp = &*bp;
+                if groups == 1 {
+                    // Each task packs the slice of its own row block.
+                    for_each(&|rb| {
+                        with_scratch(&A_SCRATCH, MC * kc2, |ap| {
+                            pack_a(a, layout, block_rows(rb), ks.clone(), ap);
+                            sweep(ap, bp, block_rows(rb), 0..panels);
+                        })
+                    });
+                } else {
+                    // Several tasks share a row block: its slice is packed once, up front.
+                    with_scratch(&A_SHARED, row_blocks * MC * kc2, |ap| {
+                        let pack = |(rb, ap): (usize, &mut [u32])| {
+                            pack_a(a, layout, block_rows(rb), ks.clone(), ap)
+                        };
+                        if threads {
+                            ap.par_chunks_mut(MC * kc2).enumerate().for_each(pack);
+                        } else {
+                            ap.chunks_mut(MC * kc2).enumerate().for_each(pack);
+                        }
+                        let ap = &*ap;
+                        for_each(&|task| {
+                            let (rb, g) = (task / groups, task % groups);
+                            sweep(&ap[rb * MC * kc2..], bp, block_rows(rb), group_cols(g));
+                        });
+                    });
+                }
+            });
         }
     }
 
@@ -207,31 +264,44 @@ mod x86 {
         PairRows,
     }
 
-    /// Packs `a[rows, ks]` into `MR`-row tiles of bf16 pairs (zero-padded to whole tiles
-    /// and whole pairs), vectorised where the view is contiguous along k or along i.
-    fn pack_a(
-        a: View<'_>,
-        rows: std::ops::Range<usize>,
-        ks: std::ops::Range<usize>,
-        ap: &mut [u32],
-    ) -> Layout {
+    impl Layout {
+        /// The layout that packs `a` with contiguous loads.
+        fn of(a: View<'_>) -> Self {
+            if a.cs != 1 && a.rs == 1 {
+                Self::PairRows
+            } else {
+                Self::RowPairs
+            }
+        }
+    }
+
+    /// Packs `a[rows, ks]` into `MR`-row tiles of bf16 pairs in `layout` (zero-padded to whole
+    /// tiles and whole pairs; every word of the tiles is written), vectorised where the view
+    /// is contiguous along k ([`Layout::RowPairs`]) or along i ([`Layout::PairRows`]).
+    fn pack_a(a: View<'_>, layout: Layout, rows: Range<usize>, ks: Range<usize>, ap: &mut [u32]) {
         let kc2 = ks.len().div_ceil(2);
         let tiles = rows.len().div_ceil(MR);
         let ap = &mut ap[..tiles * MR * kc2];
-        if a.cs != 1 && a.rs == 1 {
-            for (t, tile) in ap.chunks_exact_mut(MR * kc2).enumerate() {
-                let r0 = rows.start + t * MR;
-                let height = MR.min(rows.end - r0);
-                for (kp, pairs) in tile.chunks_exact_mut(MR).enumerate() {
-                    let k0 = ks.start + 2 * kp;
+        if let Layout::PairRows = layout {
+            // Two tiles (16 rows: a cache line of each of the two k rows) per step.
+            let mut pairs = [0u32; 16];
+            for kp in 0..kc2 {
+                let k0 = ks.start + 2 * kp;
+                for t in (0..tiles).step_by(2) {
+                    let r0 = rows.start + t * MR;
                     let base = a.offset + r0 + k0 * a.cs;
                     let second = (k0 + 1 < ks.end).then_some(base + a.cs);
-                    // SAFETY: the view was bounds-checked (`View::check`): rows r0..r0+height
-                    // and k0 (k0+1 when present) are inside it; the CPU has the features.
-                    unsafe { interleave8(a.data, base, second, height, pairs) };
+                    let height = (2 * MR).min(rows.end - r0);
+                    // SAFETY: the view was bounds-checked (`View::check`): rows
+                    // r0..r0+height and k0 (k0+1 when present) are inside it.
+                    unsafe { interleave16(a.data, base, second, height, &mut pairs) };
+                    ap[t * MR * kc2 + kp * MR..][..MR].copy_from_slice(&pairs[..MR]);
+                    if t + 1 < tiles {
+                        ap[(t + 1) * MR * kc2 + kp * MR..][..MR].copy_from_slice(&pairs[MR..]);
+                    }
                 }
             }
-            return Layout::PairRows;
+            return;
         }
         for (t, tile) in ap.chunks_exact_mut(MR * kc2).enumerate() {
             for (r, row) in tile.chunks_exact_mut(kc2).enumerate() {
@@ -259,14 +329,13 @@ mod x86 {
                 }
             }
         }
-        Layout::RowPairs
     }
 
-    /// Packs the rows `ks` of `b` into `[panel][kp][NR]` words, each the bf16 pair
-    /// `(b[k0, j], b[k0+1, j])` with `k0 = ks.start + 2·kp` (zero-padded past `ks` and n).
-    fn pack_b(b: View<'_>, ks: std::ops::Range<usize>, panels: usize, threads: bool) -> Vec<u32> {
+    /// Packs the rows `ks` of `b` into `bp` as `[panel][kp][NR]` words, each the bf16 pair
+    /// `(b[k0, j], b[k0+1, j])` with `k0 = ks.start + 2·kp` (zero-padded past `ks` and n);
+    /// writes every word of `bp`.
+    fn pack_b(b: View<'_>, ks: Range<usize>, bp: &mut [u32], threads: bool) {
         let k2 = ks.len().div_ceil(2);
-        let mut bp = vec![0u32; panels * k2 * NR];
         let pack = |(p, panel): (usize, &mut [u32])| {
             let j0 = p * NR;
             let width = NR.min(b.cols - j0);
@@ -277,7 +346,9 @@ mod x86 {
                 if b.cs == 1 {
                     for h in 0..2 {
                         let cols = width.saturating_sub(16 * h).min(16);
-                        if cols > 0 {
+                        if cols == 0 {
+                            words[16 * h..16 * h + 16].fill(0);
+                        } else {
                             let words = &mut words[16 * h..16 * h + 16];
                             let off = 16 * h;
                             // SAFETY: the view was bounds-checked: columns j0+off..+cols of
@@ -294,11 +365,13 @@ mod x86 {
                         }
                     }
                 } else {
-                    for (j, word) in words[..width].iter_mut().enumerate() {
+                    let (words, pad) = words.split_at_mut(width);
+                    for (j, word) in words.iter_mut().enumerate() {
                         let lo = bf16_bits(b.data[base + j * b.cs]);
                         let hi = second.map_or(0, |s| bf16_bits(b.data[s + j * b.cs]));
                         *word = u32::from(lo) | (u32::from(hi) << 16);
                     }
+                    pad.fill(0);
                 }
             }
         };
@@ -307,7 +380,6 @@ mod x86 {
         } else {
             bp.chunks_mut(k2 * NR).enumerate().for_each(pack);
         }
-        bp
     }
 
     /// A low-bits mask of `n ≤ 16` lanes.
@@ -320,16 +392,21 @@ mod x86 {
     unsafe fn convert_row(src: &[f32], dst: &mut [u32]) {
         debug_assert!(dst.len() * 2 >= src.len());
         let out = dst.as_mut_ptr() as *mut u16;
-        let mut i = 0;
-        while i < src.len() {
-            let n = 16.min(src.len() - i);
-            // SAFETY (caller): lanes past `n` are masked off in the load and the store.
-            unsafe {
-                let v = _mm512_maskz_loadu_ps(lanes(n), src.as_ptr().add(i));
-                let h: __m256i = transmute(_mm512_cvtneps_pbh(v));
-                _mm256_mask_storeu_epi16(out.add(i) as *mut i16, lanes(n), h);
+        let full = src.len() / 16 * 16;
+        // SAFETY (caller): whole chunks of 16 are inside `src` and (as halves) `dst`; the
+        // tail's lanes past the end are masked off in the load and the store.
+        unsafe {
+            for i in (0..full).step_by(16) {
+                let h: __m256i =
+                    transmute(_mm512_cvtneps_pbh(_mm512_loadu_ps(src.as_ptr().add(i))));
+                _mm256_storeu_si256(out.add(i) as *mut __m256i, h);
             }
-            i += 16;
+            if full < src.len() {
+                let m = lanes(src.len() - full);
+                let v = _mm512_maskz_loadu_ps(m, src.as_ptr().add(full));
+                let h: __m256i = transmute(_mm512_cvtneps_pbh(v));
+                _mm256_mask_storeu_epi16(out.add(full) as *mut i16, m, h);
+            }
         }
         if src.len() % 2 == 1 {
             // SAFETY: the odd length's pad half is inside `dst` (2·len ≥ src.len() + 1).
@@ -350,12 +427,15 @@ mod x86 {
         debug_assert!(words.len() >= 16 && base + n <= data.len());
         // SAFETY (caller): the loads read n lanes inside `data`; `words` holds 16 words.
         unsafe {
-            let m = lanes(n);
-            let lo = _mm512_maskz_loadu_ps(m, data.as_ptr().add(base));
-            let hi = match second {
-                Some(s) => _mm512_maskz_loadu_ps(m, data.as_ptr().add(s)),
-                None => _mm512_setzero_ps(),
+            let load = |at: usize| {
+                if n == 16 {
+                    _mm512_loadu_ps(data.as_ptr().add(at))
+                } else {
+                    _mm512_maskz_loadu_ps(lanes(n), data.as_ptr().add(at))
+                }
             };
+            let lo = load(base);
+            let hi = second.map_or(_mm512_setzero_ps(), load);
             // [lo 0..16 | hi 0..16] as bf16, then interleaved lo0 hi0 lo1 hi1 …
             let both: __m512i = transmute(_mm512_cvtne2ps_pbh(hi, lo));
             let idx = _mm512_set_epi16(
@@ -364,31 +444,6 @@ mod x86 {
             );
             let pairs = _mm512_permutexvar_epi16(idx, both);
             _mm512_storeu_si512(words.as_mut_ptr() as *mut __m512i, pairs);
-        }
-    }
-
-    /// [`interleave16`] for `n ≤ 8` lanes into 8 words.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-    unsafe fn interleave8(
-        data: &[f32],
-        base: usize,
-        second: Option<usize>,
-        n: usize,
-        words: &mut [u32],
-    ) {
-        debug_assert!(words.len() >= 8 && base + n <= data.len());
-        // SAFETY (caller): the loads read n lanes inside `data`; `words` holds 8 words.
-        unsafe {
-            let m = lanes(n) as __mmask8;
-            let lo = _mm256_maskz_loadu_ps(m, data.as_ptr().add(base));
-            let hi = match second {
-                Some(s) => _mm256_maskz_loadu_ps(m, data.as_ptr().add(s)),
-                None => _mm256_setzero_ps(),
-            };
-            let both: __m256i = transmute(_mm256_cvtne2ps_pbh(hi, lo));
-            let idx = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
-            let pairs = _mm256_permutexvar_epi16(idx, both);
-            _mm256_storeu_si256(words.as_mut_ptr() as *mut __m256i, pairs);
         }
     }
 
@@ -435,11 +490,24 @@ mod x86 {
                 }
                 for h in 0..2 {
                     let p = c.add(r * rs_c + 16 * h);
-                    let mut v = _mm512_mul_ps(acc[h], alpha);
-                    if !overwrite {
-                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(masks[h], p));
+                    let v = _mm512_mul_ps(acc[h], alpha);
+                    // Masked loads and stores only at the right edge: they are slow on some
+                    // CPUs (AMD's) even with every lane on.
+                    if cols == NR {
+                        let v = if overwrite {
+                            v
+                        } else {
+                            _mm512_add_ps(v, _mm512_loadu_ps(p))
+                        };
+                        _mm512_storeu_ps(p, v);
+                    } else {
+                        let v = if overwrite {
+                            v
+                        } else {
+                            _mm512_add_ps(v, _mm512_maskz_loadu_ps(masks[h], p))
+                        };
+                        _mm512_mask_storeu_ps(p, masks[h], v);
                     }
-                    _mm512_mask_storeu_ps(p, masks[h], v);
                 }
             }
         }
