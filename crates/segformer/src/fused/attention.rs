@@ -7,14 +7,15 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
-use super::gemm::{View, matmul};
+use super::gemm::{Precision, Rhs, View};
 use super::math::{exp, lanes_dot, lanes_max, lanes_sum, multiversion};
 use super::{FusedOp, apply, dims, flex, route, sum_in_order, values};
 use crate::compute::{primitive, tensor};
 
 /// `softmax(Q·Kᵀ/√d)·V` per head, heads interleaved in the channel dimension
-/// (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`), in f32 throughout, or `None`
-/// without a fused route for the tensors.
+/// (`C = heads · d`, head `h` owning channels `h·d..(h+1)·d`), the products (forward and
+/// backward) in `precision` and the softmax in f32, or `None` without a fused route for the
+/// tensors.
 ///
 /// # Shapes
 /// - query: `[batch, N, C]`, key and value: `[batch, M, C]`
@@ -24,12 +25,13 @@ pub(crate) fn attention<B: Backend>(
     key: &Tensor<B, 3>,
     value: &Tensor<B, 3>,
     heads: usize,
+    precision: Precision,
 ) -> Option<Tensor<B, 3>> {
     let route = route::<B>(&[query.dtype(), key.dtype(), value.dtype()])?;
     let inputs = [query, key, value].map(|t| primitive(t.clone()));
     Some(tensor(apply::<B, _, 3>(
         route,
-        &AttentionOp { heads },
+        &AttentionOp { heads, precision },
         inputs,
     )))
 }
@@ -37,6 +39,7 @@ pub(crate) fn attention<B: Backend>(
 #[derive(Debug, Clone)]
 pub(crate) struct AttentionOp {
     pub heads: usize,
+    pub precision: Precision,
 }
 
 /// Shapes of one attention call.
@@ -112,6 +115,15 @@ impl FusedOp<3> for AttentionOp {
         let mut out = vec![0.0f32; g.batch * g.n * g.c];
         for b in 0..g.batch {
             let (qo, ko) = (b * g.n * g.c, b * g.m * g.c);
+            // Kᵀ and V of each head, packed once for every block of queries.
+            let kv_heads: Vec<(Rhs, Rhs)> = (0..g.heads)
+                .map(|h| {
+                    let kh = View::rows(&kv, ko + h * g.d, g.m, g.d, g.c);
+                    let vh = View::rows(&vv, ko + h * g.d, g.m, g.d, g.c);
+                    let p = self.precision;
+                    (Rhs::new(p, kh.t()), Rhs::new(p, vh))
+                })
+                .collect();
             out[qo..qo + g.n * g.c]
                 .par_chunks_mut(g.block * g.c)
                 .enumerate()
@@ -119,22 +131,12 @@ impl FusedOp<3> for AttentionOp {
                     let rows = oc.len() / g.c;
                     let r0 = t * g.block;
                     let mut s = vec![0.0f32; rows * g.m];
-                    for h in 0..g.heads {
+                    for (h, (kt, vh)) in kv_heads.iter().enumerate() {
                         let qh = View::rows(&qv, qo + r0 * g.c + h * g.d, rows, g.d, g.c);
-                        let kh = View::rows(&kv, ko + h * g.d, g.m, g.d, g.c);
-                        let vh = View::rows(&vv, ko + h * g.d, g.m, g.d, g.c);
-                        matmul(&mut s, 0, g.m, qh, kh.t(), g.scale, false, false);
+                        kt.matmul(&mut s, 0, g.m, qh, g.scale, false);
                         softmax_rows(&mut s, g.m);
-                        matmul(
-                            oc,
-                            h * g.d,
-                            g.c,
-                            View::rows(&s, 0, rows, g.m, g.m),
-                            vh,
-                            1.0,
-                            false,
-                            false,
-                        );
+                        let p = View::rows(&s, 0, rows, g.m, g.m);
+                        vh.matmul(oc, h * g.d, g.c, p, 1.0, false);
                     }
                 });
         }
@@ -158,8 +160,17 @@ impl FusedOp<3> for AttentionOp {
         const GROUPS: usize = 16;
         let group_rows = g.n.div_ceil(GROUPS).div_ceil(g.block).max(1) * g.block;
         let kvlen = g.m * g.c;
+        let precision = self.precision;
         for b in 0..g.batch {
             let (qo, ko) = (b * g.n * g.c, b * g.m * g.c);
+            // Kᵀ, Vᵀ and K of each head, packed once for every block of queries.
+            let kv_heads: Vec<[Rhs; 3]> = (0..g.heads)
+                .map(|h| {
+                    let kh = View::rows(&kv, ko + h * g.d, g.m, g.d, g.c);
+                    let vh = View::rows(&vv, ko + h * g.d, g.m, g.d, g.c);
+                    [kh.t(), vh.t(), kh].map(|b| Rhs::new(precision, b))
+                })
+                .collect();
             let partials: Vec<Vec<f32>> = dq[qo..qo + g.n * g.c]
                 .par_chunks_mut(group_rows * g.c)
                 .enumerate()
@@ -173,24 +184,22 @@ impl FusedOp<3> for AttentionOp {
                         let rows = dqc.len() / g.c;
                         let r0 = grp * group_rows + blk * g.block;
                         let (s, dp) = (&mut s[..rows * g.m], &mut dp[..rows * g.m]);
-                        for h in 0..g.heads {
+                        for (h, [kt, vt, kh]) in kv_heads.iter().enumerate() {
                             let col = h * g.d;
                             let qh = View::rows(&qv, qo + r0 * g.c + col, rows, g.d, g.c);
                             let doh = View::rows(&dov, qo + r0 * g.c + col, rows, g.d, g.c);
-                            let kh = View::rows(&kv, ko + col, g.m, g.d, g.c);
-                            let vh = View::rows(&vv, ko + col, g.m, g.d, g.c);
-                            matmul(s, 0, g.m, qh, kh.t(), g.scale, false, false);
+                            kt.matmul(s, 0, g.m, qh, g.scale, false);
                             softmax_rows(s, g.m);
                             // dV += Pᵀ·dO
                             let p = View::rows(s, 0, rows, g.m, g.m);
-                            matmul(dv_acc, col, g.c, p.t(), doh, 1.0, true, false);
+                            precision.matmul(dv_acc, col, g.c, p.t(), doh, 1.0, true, false);
                             // dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(P ∘ dP))
-                            matmul(dp, 0, g.m, doh, vh.t(), 1.0, false, false);
+                            vt.matmul(dp, 0, g.m, doh, 1.0, false);
                             softmax_backward_rows(s, dp, g.m);
                             let ds = View::rows(dp, 0, rows, g.m, g.m);
                             // dQ = scale·dS·K, dK += scale·dSᵀ·Q
-                            matmul(dqc, col, g.c, ds, kh, g.scale, false, false);
-                            matmul(dk_acc, col, g.c, ds.t(), qh, g.scale, true, false);
+                            kh.matmul(dqc, col, g.c, ds, g.scale, false);
+                            precision.matmul(dk_acc, col, g.c, ds.t(), qh, g.scale, true, false);
                         }
                     }
                     acc

@@ -85,6 +85,41 @@ impl Precision {
     }
 }
 
+/// A right-hand side used against many left-hand sides on one thread: the f32 view, or in
+/// bf16 packed once.
+pub(crate) enum Rhs<'a> {
+    /// f32: the view itself.
+    F32(View<'a>),
+    /// bf16: packed pairs.
+    Bf16(super::gemm_bf16::PackedB),
+}
+
+impl<'a> Rhs<'a> {
+    /// `b` as a right-hand side in `precision`.
+    pub(crate) fn new(precision: Precision, b: View<'a>) -> Self {
+        match precision {
+            Precision::F32 => Self::F32(b),
+            Precision::Bf16 => Self::Bf16(super::gemm_bf16::PackedB::new(b)),
+        }
+    }
+
+    /// `dst (+)= alpha · a · self` on the calling thread ([`matmul`]'s contract).
+    pub(crate) fn matmul(
+        &self,
+        dst: &mut [f32],
+        dst_offset: usize,
+        dst_rs: usize,
+        a: View<'_>,
+        alpha: f32,
+        accumulate: bool,
+    ) {
+        match self {
+            Self::F32(b) => matmul(dst, dst_offset, dst_rs, a, *b, alpha, accumulate, false),
+            Self::Bf16(b) => b.matmul(dst, dst_offset, dst_rs, a, alpha, accumulate),
+        }
+    }
+}
+
 /// `dst[i, j] (+)= alpha · Σ_k a[i, k] · b[k, j]` with `dst` row-major (row stride `dst_rs`)
 /// from `dst_offset`; accumulates into `dst` when `accumulate`, overwrites it otherwise.
 /// `threads`: run on rayon's pool (true) or on the calling thread.

@@ -77,6 +77,58 @@ pub(crate) fn matmul_bf16(
     let _ = (dst, dst_offset, dst_rs, a, b, alpha, accumulate, threads);
 }
 
+/// A right-hand side packed once as bf16 pairs, for products against many left-hand sides
+/// (the keys and values of one attention head against every block of queries).
+pub(crate) struct PackedB {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    words: Vec<u32>,
+    k: usize,
+    n: usize,
+}
+
+impl PackedB {
+    /// `b` rounded to bf16 and packed. Must only be called where [`available`] is true.
+    pub(crate) fn new(b: View<'_>) -> Self {
+        assert!(available(), "PackedB on a CPU without AVX512-BF16");
+        #[cfg(target_arch = "x86_64")]
+        let words = x86::pack_whole(b);
+        #[cfg(not(target_arch = "x86_64"))]
+        let words = Vec::new();
+        Self {
+            words,
+            k: b.rows,
+            n: b.cols,
+        }
+    }
+
+    /// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · b[k, j]` on the calling thread (the
+    /// contract of [`matmul_bf16`] without threads).
+    pub(crate) fn matmul(
+        &self,
+        dst: &mut [f32],
+        dst_offset: usize,
+        dst_rs: usize,
+        a: View<'_>,
+        alpha: f32,
+        accumulate: bool,
+    ) {
+        assert_eq!(a.cols, self.k, "gemm inner dimensions differ");
+        #[cfg(target_arch = "x86_64")]
+        x86::matmul_packed(
+            dst,
+            dst_offset,
+            dst_rs,
+            a,
+            &self.words,
+            self.n,
+            alpha,
+            accumulate,
+        );
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (dst, dst_offset, dst_rs, a, alpha, accumulate);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -182,35 +234,18 @@ mod x86 {
             let ks = pc..(pc + kc_max).min(k);
             let kc2 = ks.len().div_ceil(2);
             let ar = if ar == 0 { kc2 } else { ar };
-            // The tiles of one row block against the panels `cols`, A's block packed in `ap`.
             let sweep = |ap: &[u32], bp: &[u32], rows: Range<usize>, cols: Range<usize>| {
-                for p in cols {
-                    let panel = &bp[p * kc2 * NR..][..kc2 * NR];
-                    let width = NR.min(n - p * NR);
-                    for (t, r0) in rows.clone().step_by(MR).enumerate() {
-                        let height = MR.min(rows.end - r0);
-                        let tile = &ap[t * MR * kc2..][..MR * kc2];
-                        // SAFETY: `tile` holds MR·kc2 words read at r·ar + kp·ak < MR·kc2;
-                        // `panel` holds kc2·NR words; the tile's `height × width` elements of
-                        // `dst` were bounds-checked above (rows < m, columns < n) and no other
-                        // task writes them; the CPU has the features (`available`).
-                        unsafe {
-                            kernel(
-                                kc2,
-                                tile.as_ptr(),
-                                ar,
-                                ak,
-                                panel.as_ptr(),
-                                out.at(r0 * dst_rs + p * NR),
-                                dst_rs,
-                                height,
-                                width,
-                                alpha,
-                                pc == 0 && !accumulate,
-                            );
-                        }
-                    }
-                }
+                let tiles = Tiles {
+                    kc2,
+                    ar,
+                    ak,
+                    n,
+                    out,
+                    dst_rs,
+                    alpha,
+                    overwrite: pc == 0 && !accumulate,
+                };
+                tiles.sweep(ap, bp, rows, cols);
             };
             let block_rows = |rb: usize| rb * MC..((rb + 1) * MC).min(m);
             let group_cols = |g: usize| g * per_group..((g + 1) * per_group).min(panels);
@@ -251,6 +286,115 @@ mod x86 {
                         });
                     });
                 }
+            });
+        }
+    }
+
+    /// What the micro-kernel calls of one k slice share.
+    #[derive(Clone, Copy)]
+    struct Tiles {
+        /// Pairs in the slice.
+        kc2: usize,
+        /// A's word strides per row and per pair ([`Layout`]).
+        ar: usize,
+        ak: usize,
+        /// Columns of the product.
+        n: usize,
+        out: Dst,
+        dst_rs: usize,
+        alpha: f32,
+        overwrite: bool,
+    }
+
+    impl Tiles {
+        /// The tiles of the row block `rows` (A's block packed in `ap`) against the panels
+        /// `cols` of `bp`.
+        fn sweep(&self, ap: &[u32], bp: &[u32], rows: Range<usize>, cols: Range<usize>) {
+            let kc2 = self.kc2;
+            for p in cols {
+                let panel = &bp[p * kc2 * NR..][..kc2 * NR];
+                let width = NR.min(self.n - p * NR);
+                for (t, r0) in rows.clone().step_by(MR).enumerate() {
+                    let height = MR.min(rows.end - r0);
+                    let tile = &ap[t * MR * kc2..][..MR * kc2];
+                    // SAFETY: `tile` holds MR·kc2 words read at r·ar + kp·ak < MR·kc2; `panel`
+                    // holds kc2·NR words; the tile's `height × width` elements of the
+                    // destination were bounds-checked by the caller (rows < m, columns < n)
+                    // and no other task writes them; the CPU has the features (`available`).
+                    unsafe {
+                        kernel(
+                            kc2,
+                            tile.as_ptr(),
+                            self.ar,
+                            self.ak,
+                            panel.as_ptr(),
+                            self.out.at(r0 * self.dst_rs + p * NR),
+                            self.dst_rs,
+                            height,
+                            width,
+                            self.alpha,
+                            self.overwrite,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// All of `b` packed as one slice (see [`pack_b`]).
+    pub(super) fn pack_whole(b: View<'_>) -> Vec<u32> {
+        b.check();
+        let mut words = vec![0u32; b.cols.div_ceil(NR) * b.rows.div_ceil(2) * NR];
+        pack_b(b, 0..b.rows, &mut words, false);
+        words
+    }
+
+    /// `dst (+)= alpha · a · B` on the calling thread, B `k × n` packed by [`pack_whole`].
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn matmul_packed(
+        dst: &mut [f32],
+        dst_offset: usize,
+        dst_rs: usize,
+        a: View<'_>,
+        bp: &[u32],
+        n: usize,
+        alpha: f32,
+        accumulate: bool,
+    ) {
+        let (m, k) = (a.rows, a.cols);
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(k > 0, "a packed product needs k > 0");
+        let last = dst_offset + (m - 1) * dst_rs + n - 1;
+        assert!(last < dst.len(), "gemm destination out of bounds");
+        let kc2 = k.div_ceil(2);
+        assert_eq!(
+            bp.len(),
+            n.div_ceil(NR) * kc2 * NR,
+            "packed B of another shape"
+        );
+        a.check();
+        let layout = Layout::of(a);
+        let (ar, ak) = match layout {
+            Layout::RowPairs => (kc2, 1),
+            Layout::PairRows => (1, MR),
+        };
+        let tiles = Tiles {
+            kc2,
+            ar,
+            ak,
+            n,
+            out: Dst(dst[dst_offset..].as_mut_ptr()),
+            dst_rs,
+            alpha,
+            overwrite: !accumulate,
+        };
+        for r0 in (0..m).step_by(MC) {
+            let rows = r0..(r0 + MC).min(m);
+            with_scratch(&A_SCRATCH, MC * kc2, |ap| {
+                pack_a(a, layout, rows.clone(), 0..k, ap);
+                tiles.sweep(ap, bp, rows, 0..n.div_ceil(NR));
             });
         }
     }

@@ -164,21 +164,49 @@ fn layer_norm_matches_burn_layer_norm() {
     }
 }
 
-fn attention_case<B: burn::tensor::backend::AutodiffBackend>(heads: usize, n: usize, m: usize) {
+/// The fused attention in `precision` against the composition (in bf16 autocast for bf16,
+/// within `tol` for the output and `grad_tol` for the gradients); returns the fused output.
+fn attention_against<B: burn::tensor::backend::AutodiffBackend>(
+    (heads, n, m): (usize, usize, usize),
+    precision: Precision,
+    (tol, grad_tol): (f32, f32),
+) -> Tensor<B::InnerBackend, 3> {
     let q = random::<B, 3>([2, n, 8 * heads], 7);
     let k = random::<B, 3>([2, m, 8 * heads], 8) * 2.0;
     let v = random::<B, 3>([2, m, 8 * heads], 9);
     let inputs = [q, k, v];
     let (fo, fg) = forward_backward(&inputs, |t| {
-        attention(&t[0], &t[1], &t[2], heads).expect("fused route")
+        attention(&t[0], &t[1], &t[2], heads, precision).expect("fused route")
     });
+    let dtype = (precision == Precision::Bf16).then_some(burn::tensor::FloatDType::BF16);
     let (go, gg) = forward_backward(&inputs, |t| {
-        attention_composed(t[0].clone(), t[1].clone(), t[2].clone(), heads, None)
+        attention_composed(t[0].clone(), t[1].clone(), t[2].clone(), heads, dtype)
     });
-    assert_close("out", fo, go, 1e-5);
+    assert_close("out", fo.clone(), go, tol);
     for (name, (f, g)) in ["dq", "dk", "dv"].into_iter().zip(fg.into_iter().zip(gg)) {
-        assert_close(name, f, g, 1e-4);
+        assert_close(name, f, g, grad_tol);
     }
+    fo
+}
+
+fn attention_case<B: burn::tensor::backend::AutodiffBackend>(heads: usize, n: usize, m: usize) {
+    attention_against::<B>((heads, n, m), Precision::F32, (1e-5, 1e-4));
+}
+
+/// bf16 products (keys and values packed once per head, queries per block) stay within bf16
+/// rounding of autocast's composition, and do round: they differ from the f32 kernel.
+#[test]
+fn bf16_attention_matches_the_autocast_composition() {
+    if !gemm_bf16::available() {
+        eprintln!("skipped: this CPU has no AVX512-BF16");
+        return;
+    }
+    let shape = (2, 700, 37);
+    let bf16 = attention_against::<A>(shape, Precision::Bf16, (2e-2, 3e-2));
+    let f32_out = attention_against::<A>(shape, Precision::F32, (1e-5, 1e-4));
+    let e = crate::test_support::rel_err(bf16, f32_out);
+    assert!(e > 1e-5, "the bf16 products should round (error {e:e})");
+    attention_against::<AC>((3, 300, 20), Precision::Bf16, (2e-2, 3e-2));
 }
 
 #[test]
@@ -258,7 +286,7 @@ fn inference_route_matches_the_composition() {
     let k = random::<Flex, 3>([1, 17, 32], 13);
     let v = random::<Flex, 3>([1, 17, 32], 14);
     assert_eq!(route::<Flex>(&[q.dtype()]), Some(Route::Flex));
-    let f = attention(&q, &k, &v, 2).expect("fused route");
+    let f = attention(&q, &k, &v, 2, Precision::F32).expect("fused route");
     let g = attention_composed(q, k, v, 2, None);
     assert_close("out", f, g, 1e-5);
 }

@@ -253,8 +253,10 @@ pub(crate) fn attention<B: Backend>(
         return composed::attention_with_dropout(query, key, value, heads, dropout, dtype);
     }
     let path = c.path::<B>(&device);
+    // f16 on the fused path keeps the fused attention, in f32.
+    let precision = fused_products::<B>(c, &device).unwrap_or(fused::Precision::F32);
     if path == KernelPath::Fused
-        && let Some(y) = fused::attention(&query, &key, &value, heads)
+        && let Some(y) = fused::attention(&query, &key, &value, heads, precision)
     {
         return y;
     }
