@@ -23,8 +23,27 @@ const KC_MAX: usize = 8192;
 /// Rows of A one task packs and sweeps.
 const MC: usize = 64;
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: this thread sees a CPU without the instructions.
+    static HIDDEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Tests: runs `f` as on a CPU without AVX512-BF16 (on this thread).
+#[cfg(test)]
+pub(crate) fn without_bf16<R>(f: impl FnOnce() -> R) -> R {
+    HIDDEN.set(true);
+    let r = f();
+    HIDDEN.set(false);
+    r
+}
+
 /// Whether this CPU runs the bf16 kernels (AVX512-F/BW/VL and AVX512-BF16, detected once).
 pub(crate) fn available() -> bool {
+    #[cfg(test)]
+    if HIDDEN.get() {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

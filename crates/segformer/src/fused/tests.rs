@@ -116,6 +116,34 @@ fn bf16_linear_rounds_operands_and_sums_in_f32() {
     }
 }
 
+/// A bf16 model on a CPU without AVX512-BF16 computes exactly what the f32 model does; with
+/// the instructions it rounds, within bf16's error.
+#[test]
+fn bf16_without_the_instructions_is_f32() {
+    use burn::tensor::FloatDType::BF16;
+    let device = Default::default();
+    let model = crate::SegformerConfig::mit_b0()
+        .with_num_labels(3)
+        .init::<Flex>(&device)
+        .unwrap();
+    let x = random::<Flex, 4>([1, 3, 64, 64], 21);
+    let bits = |t: Tensor<Flex, 4>| t.into_data().to_vec::<f32>().unwrap();
+    // The first forward initialises the (lazy) parameters, so the clones below share them.
+    let f32_out = model.forward(x.clone());
+    let fallback = gemm_bf16::without_bf16(|| {
+        model
+            .clone()
+            .with_compute_dtype(Some(BF16))
+            .forward(x.clone())
+    });
+    assert_eq!(bits(fallback), bits(f32_out.clone()));
+    if gemm_bf16::available() {
+        let bf16 = model.with_compute_dtype(Some(BF16)).forward(x);
+        let e = crate::test_support::rel_err(bf16, f32_out);
+        assert!(e > 1e-6 && e < 3e-2, "bf16 logits relative error {e:e}");
+    }
+}
+
 /// Which products the fused path runs for each compute dtype and kernel choice.
 #[test]
 fn fused_products_follow_the_compute_dtype() {
