@@ -133,6 +133,12 @@ pub fn predicted_for(
 
 pub fn check(measured: u64, predicted: u64, what: &str) {
     let err = (predicted as f64 - measured as f64) / measured as f64;
+    eprintln!(
+        "{what}: predicted {:.1} MiB, measured {:.1} MiB ({:+.1}%)",
+        predicted as f64 / 1048576.0,
+        measured as f64 / 1048576.0,
+        100.0 * err
+    );
     assert!(
         err.abs() <= 0.10,
         "{what}: predicted {predicted} B vs measured {measured} B ({:+.1}%)",
