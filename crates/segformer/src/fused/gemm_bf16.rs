@@ -3,9 +3,12 @@
 //! accumulates in f32. This is autocast's contract for a bf16 matmul (bf16 operands, f32
 //! accumulation) with the result left in f32 instead of being rounded to bf16 again.
 //!
-//! Blocked like every packed GEMM: B is packed once into `[panel][k/2][NR]` pairs of bf16, the
-//! rows of A into `[tile]` blocks of `MR` rows per `KC` slice of k, and an `MR × NR`
-//! micro-kernel keeps its 16 accumulators in registers. On a CPU without the instructions
+//! Blocked like every packed GEMM: per slice of k (512–8192, about 1 MiB of packed B), B is
+//! packed into `[panel][k/2][NR]` pairs of bf16 and the rows of A into `MR`-row tiles, and an
+//! `MR × NR` micro-kernel keeps its 16 accumulators in registers. The packing buffers are per
+//! thread and kept between calls (a few MiB per thread at most), so a product allocates
+//! nothing once the threads have seen its shape. [`PackedB`] packs a right-hand side once for
+//! many products (attention's keys and values). On a CPU without the instructions
 //! [`available`] is false and callers use the f32 product instead.
 
 use super::gemm::View;

@@ -6,11 +6,13 @@
 //! decode head call only these.
 //!
 //! Autocast (`Compute::dtype`) runs Linear, Conv2d and the attention matmuls in the compute
-//! dtype. On the fused path, bf16 is the fused kernels' own: the linear layers and the
-//! patch-embedding and sequence-reduction convs multiply bf16 operands with f32 sums
-//! (AVX512-BF16, [`fused::Precision::Bf16`]) and keep their results and everything else in
-//! f32; the attention and decode-head matmuls stay f32. On a CPU without those instructions
-//! a bf16 model computes in f32 there ([`fused_products`]). f16 is always composed.
+//! dtype. On the fused path, bf16 is the fused kernels' own: the linear layers, the
+//! patch-embedding and sequence-reduction convs and attention's four products multiply bf16
+//! operands with f32 sums (AVX512-BF16, [`fused::Precision::Bf16`]); their results, the
+//! softmax and every other kernel stay f32, and the decode-head matmuls (and any layer a fused
+//! kernel does not serve) run in f32. On a CPU without those instructions a bf16 model
+//! computes in f32 there ([`fused_products`]). f16 is always composed (its attention fused,
+//! in f32).
 
 mod composed;
 
