@@ -54,8 +54,8 @@ pub use wgpu_device::{WgpuAdapter, WgpuError, wgpu_adapter};
 
 /// Whether this CPU runs the fused kernels' bf16 products (AVX512-BF16, detected at run time).
 /// A bf16 model ([`Segformer::with_compute_dtype`]) on burn-flex multiplies bf16 operands with
-/// f32 sums in its linear layers and patch convs where it does, and computes in f32 where it
-/// does not.
+/// f32 sums in its linear layers, patch convs and attention where it does, and computes in f32
+/// where it does not.
 pub fn cpu_has_bf16_kernels() -> bool {
     fused::bf16_available()
 }

@@ -239,9 +239,9 @@ impl<B: Backend> Segformer<B> {
     /// default) runs everything in the parameters' dtype.
     ///
     /// On burn-flex with the fused kernels ([`Kernels::Auto`]), bf16 is theirs: the linear
-    /// layers and the patch-embedding and sequence-reduction convs multiply bf16-rounded
-    /// operands with f32 sums (AVX512-BF16) and keep f32 results and activations; the
-    /// attention and decode-head matmuls stay f32. On a CPU without AVX512-BF16
+    /// layers, the patch-embedding and sequence-reduction convs and attention's products
+    /// multiply bf16-rounded operands with f32 sums (AVX512-BF16) and keep f32 results and
+    /// activations; the decode-head matmuls stay f32. On a CPU without AVX512-BF16
     /// ([`cpu_has_bf16_kernels`](crate::cpu_has_bf16_kernels)) that path computes in f32.
     pub fn with_compute_dtype(mut self, dtype: Option<FloatDType>) -> Self {
         self.compute.dtype = dtype;

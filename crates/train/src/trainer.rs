@@ -226,7 +226,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Precision::F32 => {}
                 Precision::Bf16 if segformer::cpu_has_bf16_kernels() => reporter.note(
                     "train.precision = \"bf16\" on the CPU: the fused kernels multiply bf16 operands \
-                     with f32 sums (AVX512-BF16) in the linear layers and patch convs; activations \
+                     with f32 sums (AVX512-BF16) in the linear layers, patch convs and attention; activations \
                      stay f32, so memory is f32's",
                 ),
                 Precision::Bf16 => reporter.note(
