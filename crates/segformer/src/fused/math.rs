@@ -120,14 +120,28 @@ pub(crate) fn lanes_max(x: &[f32]) -> f32 {
     acc.iter().copied().fold(tail, f32::max)
 }
 
-/// Defines `fn $name` whose body is compiled for AVX2+FMA and for the baseline, choosing the
-/// first on CPUs that have both (detected once per call; the check is a cached load).
+/// Defines `fn $name` whose body is compiled for AVX-512, for AVX2+FMA and for the baseline,
+/// choosing the widest the CPU has (detected per call; the check is a cached load). The
+/// builds compute the same floats: Rust never contracts `a·b + c` into an FMA or reorders a
+/// sum, so only the vector width differs.
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) $(-> $ret)? $body
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512dq")
+                    && std::is_x86_feature_detected!("avx2")
+                    && std::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU has the features `avx512` was compiled for.
+                    return unsafe { avx512($($arg),*) };
+                }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? $body
                 if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
