@@ -88,6 +88,7 @@ mod tests {
 
     #[test]
     fn drop_path_zeroes_or_rescales_whole_samples() {
+        let _rng = crate::test_support::rng_lock();
         type A = Autodiff<Flex>;
         let device = Default::default();
         A::seed(&device, 3);

@@ -302,6 +302,7 @@ fn median_frequency_weights_follow_the_formula() {
 
 #[test]
 fn model_loss_with_uses_the_upsample_ce_op_and_adds_terms() {
+    let _rng = crate::test_support::rng_lock();
     // Quarter-resolution logits: the CE term is Segformer::loss (the fused op here), the Dice
     // term runs on the bilinearly upsampled logits; gradients agree with burn's composition.
     use crate::{Kernels, SegformerConfig, resize_bilinear};

@@ -92,3 +92,11 @@ pub(crate) fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {
         }
     }
 }
+
+/// Serialises the tests that draw from the backend's global RNG (lazily initialised layers,
+/// `B::seed`): one that seeds it and expects the same draws twice must not see another test's
+/// draws in between. Hold the guard for the whole test.
+pub(crate) fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
