@@ -79,7 +79,10 @@ impl Precision {
     ) {
         let product = match self {
             Self::F32 => matmul,
+            #[cfg(target_arch = "x86_64")]
             Self::Bf16 => super::gemm_bf16::matmul_bf16,
+            #[cfg(not(target_arch = "x86_64"))]
+            Self::Bf16 => unreachable!("bf16 products need AVX512-BF16"),
         };
         product(dst, dst_offset, dst_rs, a, b, alpha, accumulate, threads);
     }
@@ -120,6 +123,37 @@ impl<'a> Rhs<'a> {
     }
 }
 
+/// What every product checks first, whatever computes it: `a` against B's `k × n` and the
+/// destination, every index bounds-checked. Returns `(m, n, k)`, or `None` when nothing is
+/// left to compute (an empty product, or k = 0, where the destination is zeroed unless
+/// `accumulate`).
+pub(crate) fn begin(
+    dst: &mut [f32],
+    dst_offset: usize,
+    dst_rs: usize,
+    a: View<'_>,
+    [k, n]: [usize; 2],
+    accumulate: bool,
+) -> Option<(usize, usize, usize)> {
+    assert_eq!(a.cols, k, "gemm inner dimensions differ");
+    let m = a.rows;
+    if m == 0 || n == 0 {
+        return None;
+    }
+    let last = dst_offset + (m - 1) * dst_rs + n - 1;
+    assert!(last < dst.len(), "gemm destination out of bounds");
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m {
+                dst[dst_offset + i * dst_rs..][..n].fill(0.0);
+            }
+        }
+        return None;
+    }
+    a.check();
+    Some((m, n, k))
+}
+
 /// `dst[i, j] (+)= alpha · Σ_k a[i, k] · b[k, j]` with `dst` row-major (row stride `dst_rs`)
 /// from `dst_offset`; accumulates into `dst` when `accumulate`, overwrites it otherwise.
 /// `threads`: run on rayon's pool (true) or on the calling thread.
@@ -134,22 +168,9 @@ pub(crate) fn matmul(
     accumulate: bool,
     threads: bool,
 ) {
-    assert_eq!(a.cols, b.rows, "gemm inner dimensions differ");
-    let (m, n, k) = (a.rows, b.cols, a.cols);
-    if m == 0 || n == 0 {
+    let Some((m, n, k)) = begin(dst, dst_offset, dst_rs, a, [b.rows, b.cols], accumulate) else {
         return;
-    }
-    let last = dst_offset + (m - 1) * dst_rs + n - 1;
-    assert!(last < dst.len(), "gemm destination out of bounds");
-    if k == 0 {
-        if !accumulate {
-            for i in 0..m {
-                dst[dst_offset + i * dst_rs..][..n].fill(0.0);
-            }
-        }
-        return;
-    }
-    a.check();
+    };
     b.check();
     let parallelism = if threads && m * n * k >= 1 << 18 {
         gemm::Parallelism::Rayon(0)

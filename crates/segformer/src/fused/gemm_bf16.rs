@@ -78,26 +78,8 @@ pub(crate) fn round_bf16(x: f32) -> f32 {
     f32::from_bits(u32::from(bf16_bits(x)) << 16)
 }
 
-/// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · bf16(b[k, j])`, summed in f32, with `dst`
-/// row-major (row stride `dst_rs`) from `dst_offset`; the same contract as
-/// [`matmul`](super::gemm::matmul). Must only be called where [`available`] is true.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn matmul_bf16(
-    dst: &mut [f32],
-    dst_offset: usize,
-    dst_rs: usize,
-    a: View<'_>,
-    b: View<'_>,
-    alpha: f32,
-    accumulate: bool,
-    threads: bool,
-) {
-    assert!(available(), "matmul_bf16 on a CPU without AVX512-BF16");
-    #[cfg(target_arch = "x86_64")]
-    x86::matmul(dst, dst_offset, dst_rs, a, b, alpha, accumulate, threads);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (dst, dst_offset, dst_rs, a, b, alpha, accumulate, threads);
-}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::matmul as matmul_bf16;
 
 /// A right-hand side packed once as bf16 pairs, for products against many left-hand sides
 /// (the keys and values of one attention head against every block of queries).
@@ -124,7 +106,7 @@ impl PackedB {
     }
 
     /// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · b[k, j]` on the calling thread (the
-    /// contract of [`matmul_bf16`] without threads).
+    /// contract of `matmul_bf16` without threads).
     pub(crate) fn matmul(
         &self,
         dst: &mut [f32],
@@ -134,7 +116,6 @@ impl PackedB {
         alpha: f32,
         accumulate: bool,
     ) {
-        assert_eq!(a.cols, self.k, "gemm inner dimensions differ");
         #[cfg(target_arch = "x86_64")]
         x86::matmul_packed(
             dst,
@@ -142,7 +123,7 @@ impl PackedB {
             dst_rs,
             a,
             &self.words,
-            self.n,
+            [self.k, self.n],
             alpha,
             accumulate,
         );
@@ -160,7 +141,8 @@ mod x86 {
 
     use rayon::prelude::*;
 
-    use super::{KC, KC_MAX, MC, MR, NR, View, bf16_bits};
+    use super::super::gemm::begin;
+    use super::{KC, KC_MAX, MC, MR, NR, View, available, bf16_bits};
 
     thread_local! {
         /// Per-thread packing buffers, kept between calls: a fresh one per call would be
@@ -205,8 +187,12 @@ mod x86 {
     unsafe impl Send for Dst {}
     unsafe impl Sync for Dst {}
 
+    /// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · bf16(b[k, j])`, summed in f32, with `dst`
+    /// row-major (row stride `dst_rs`) from `dst_offset`; the same contract as
+    /// [`matmul`](super::super::gemm::matmul). Must only be called where
+    /// [`available`] is true.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn matmul(
+    pub(crate) fn matmul(
         dst: &mut [f32],
         dst_offset: usize,
         dst_rs: usize,
@@ -216,22 +202,11 @@ mod x86 {
         accumulate: bool,
         threads: bool,
     ) {
-        assert_eq!(a.cols, b.rows, "gemm inner dimensions differ");
-        let (m, n, k) = (a.rows, b.cols, a.cols);
-        if m == 0 || n == 0 {
+        assert!(available(), "bf16 products on a CPU without AVX512-BF16");
+        let Some((m, n, k)) = begin(dst, dst_offset, dst_rs, a, [b.rows, b.cols], accumulate)
+        else {
             return;
-        }
-        let last = dst_offset + (m - 1) * dst_rs + n - 1;
-        assert!(last < dst.len(), "gemm destination out of bounds");
-        if k == 0 {
-            if !accumulate {
-                for i in 0..m {
-                    dst[dst_offset + i * dst_rs..][..n].fill(0.0);
-                }
-            }
-            return;
-        }
-        a.check();
+        };
         b.check();
         let threads = threads && m * n * k >= 1 << 18;
         let panels = n.div_ceil(NR);
@@ -246,29 +221,12 @@ mod x86 {
         let groups = panels.div_ceil(per_group);
         let out = Dst(dst[dst_offset..].as_mut_ptr());
         let layout = Layout::of(a);
-        let (ar, ak) = match layout {
-            Layout::RowPairs => (0, 1), // ar is kc2, set per slice below
-            Layout::PairRows => (1, MR),
-        };
         // About 1 MiB of packed B per k slice: longer slices for narrow B.
         let kc_max = ((1usize << 19) / n).clamp(KC, KC_MAX) & !1;
         for pc in (0..k).step_by(kc_max) {
             let ks = pc..(pc + kc_max).min(k);
             let kc2 = ks.len().div_ceil(2);
-            let ar = if ar == 0 { kc2 } else { ar };
-            let sweep = |ap: &[u32], bp: &[u32], rows: Range<usize>, cols: Range<usize>| {
-                let tiles = Tiles {
-                    kc2,
-                    ar,
-                    ak,
-                    n,
-                    out,
-                    dst_rs,
-                    alpha,
-                    overwrite: pc == 0 && !accumulate,
-                };
-                tiles.sweep(ap, bp, rows, cols);
-            };
+            let tiles = Tiles::new(layout, kc2, n, out, dst_rs, alpha, pc == 0 && !accumulate);
             let block_rows = |rb: usize| rb * MC..((rb + 1) * MC).min(m);
             let group_cols = |g: usize| g * per_group..((g + 1) * per_group).min(panels);
             let tasks = row_blocks * groups;
@@ -287,7 +245,7 @@ mod x86 {
                     for_each(&|rb| {
                         with_scratch(&A_SCRATCH, MC * kc2, |ap| {
                             pack_a(a, layout, block_rows(rb), ks.clone(), ap);
-                            sweep(ap, bp, block_rows(rb), 0..panels);
+                            tiles.sweep(ap, bp, block_rows(rb), 0..panels);
                         })
                     });
                 } else {
@@ -304,7 +262,7 @@ mod x86 {
                         let ap = &*ap;
                         for_each(&|task| {
                             let (rb, g) = (task / groups, task % groups);
-                            sweep(&ap[rb * MC * kc2..], bp, block_rows(rb), group_cols(g));
+                            tiles.sweep(&ap[rb * MC * kc2..], bp, block_rows(rb), group_cols(g));
                         });
                     });
                 }
@@ -329,6 +287,32 @@ mod x86 {
     }
 
     impl Tiles {
+        /// The slice's tiles for A packed in `layout`.
+        fn new(
+            layout: Layout,
+            kc2: usize,
+            n: usize,
+            out: Dst,
+            dst_rs: usize,
+            alpha: f32,
+            overwrite: bool,
+        ) -> Self {
+            let (ar, ak) = match layout {
+                Layout::RowPairs => (kc2, 1),
+                Layout::PairRows => (1, MR),
+            };
+            Self {
+                kc2,
+                ar,
+                ak,
+                n,
+                out,
+                dst_rs,
+                alpha,
+                overwrite,
+            }
+        }
+
         /// The tiles of the row block `rows` (A's block packed in `ap`) against the panels
         /// `cols` of `bp`.
         fn sweep(&self, ap: &[u32], bp: &[u32], rows: Range<usize>, cols: Range<usize>) {
@@ -379,39 +363,22 @@ mod x86 {
         dst_rs: usize,
         a: View<'_>,
         bp: &[u32],
-        n: usize,
+        [k, n]: [usize; 2],
         alpha: f32,
         accumulate: bool,
     ) {
-        let (m, k) = (a.rows, a.cols);
-        if m == 0 || n == 0 {
+        let Some((m, n, k)) = begin(dst, dst_offset, dst_rs, a, [k, n], accumulate) else {
             return;
-        }
-        assert!(k > 0, "a packed product needs k > 0");
-        let last = dst_offset + (m - 1) * dst_rs + n - 1;
-        assert!(last < dst.len(), "gemm destination out of bounds");
+        };
         let kc2 = k.div_ceil(2);
         assert_eq!(
             bp.len(),
             n.div_ceil(NR) * kc2 * NR,
             "packed B of another shape"
         );
-        a.check();
         let layout = Layout::of(a);
-        let (ar, ak) = match layout {
-            Layout::RowPairs => (kc2, 1),
-            Layout::PairRows => (1, MR),
-        };
-        let tiles = Tiles {
-            kc2,
-            ar,
-            ak,
-            n,
-            out: Dst(dst[dst_offset..].as_mut_ptr()),
-            dst_rs,
-            alpha,
-            overwrite: !accumulate,
-        };
+        let out = Dst(dst[dst_offset..].as_mut_ptr());
+        let tiles = Tiles::new(layout, kc2, n, out, dst_rs, alpha, !accumulate);
         for r0 in (0..m).step_by(MC) {
             let rows = r0..(r0 + MC).min(m);
             with_scratch(&A_SCRATCH, MC * kc2, |ap| {
@@ -680,7 +647,7 @@ mod x86 {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
 

@@ -120,8 +120,41 @@ pub(crate) fn lanes_max(x: &[f32]) -> f32 {
     acc.iter().copied().fold(tail, f32::max)
 }
 
+/// The widest of the builds [`multiversion!`] makes that this CPU runs.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Simd {
+    /// AVX-512 F/BW/VL/DQ (with AVX2 and FMA).
+    Avx512,
+    /// AVX2 and FMA.
+    Avx2,
+    /// Neither.
+    Baseline,
+}
+
+/// The CPU's [`Simd`] level, detected once: the kernels ask per row, so this is one load.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn simd() -> Simd {
+    static LEVEL: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        if avx2
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx512dq")
+        {
+            Simd::Avx512
+        } else if avx2 {
+            Simd::Avx2
+        } else {
+            Simd::Baseline
+        }
+    })
+}
+
 /// Defines `fn $name` whose body is compiled for AVX-512, for AVX2+FMA and for the baseline,
-/// choosing the widest the CPU has (detected per call; the check is a cached load). The
+/// choosing the widest the CPU has ([`simd`], detected once). The
 /// builds compute the same floats: Rust never contracts `a·b + c` into an FMA or reorders a
 /// sum, so only the vector width differs.
 macro_rules! multiversion {
@@ -130,23 +163,17 @@ macro_rules! multiversion {
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
+                use $crate::fused::math::{Simd, simd};
                 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
                 unsafe fn avx512($($arg: $ty),*) $(-> $ret)? $body
-                if std::is_x86_feature_detected!("avx512f")
-                    && std::is_x86_feature_detected!("avx512bw")
-                    && std::is_x86_feature_detected!("avx512vl")
-                    && std::is_x86_feature_detected!("avx512dq")
-                    && std::is_x86_feature_detected!("avx2")
-                    && std::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: the CPU has the features `avx512` was compiled for.
-                    return unsafe { avx512($($arg),*) };
-                }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? $body
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                match simd() {
+                    // SAFETY: the CPU has the features `avx512` was compiled for.
+                    Simd::Avx512 => return unsafe { avx512($($arg),*) },
                     // SAFETY: the CPU has the features `avx2` was compiled for.
-                    return unsafe { avx2($($arg),*) };
+                    Simd::Avx2 => return unsafe { avx2($($arg),*) },
+                    Simd::Baseline => {}
                 }
             }
             #[inline(always)]

@@ -159,9 +159,13 @@ fn bf16_without_the_instructions_is_f32() {
     });
     assert_eq!(bits(fallback), bits(f32_out.clone()));
     if gemm_bf16::available() {
-        let bf16 = model.with_compute_dtype(Some(BF16)).forward(x);
-        let e = crate::test_support::rel_err(bf16, f32_out);
+        let model = model.with_compute_dtype(Some(BF16));
+        let bf16 = model.clone().forward(x.clone());
+        let e = crate::test_support::rel_err(bf16.clone(), f32_out);
         assert!(e > 1e-6 && e < 3e-2, "bf16 logits relative error {e:e}");
+        // Not burn's composed autocast either (which rounds every result to bf16 too).
+        let composed = model.with_kernels(Kernels::Recompute).forward(x);
+        assert_ne!(bits(bf16), bits(composed), "bf16 took the composed path");
     }
 }
 
