@@ -24,9 +24,10 @@ pub fn run(args: &[String]) -> Result<()> {
         "pipeline" => ("augment", "bench"),
         "predict" => return crate::bench_predict::run(rest),
         "train" => return crate::bench_train::run(rest),
+        "gpu" => return crate::bench_gpu::run(rest),
         other => bail!(
             "unknown benchmark `{other}`; use `cargo xtask bench speed`, `memory`, `pipeline`, \
-             `predict` or `train`"
+             `predict`, `train` or `gpu`"
         ),
     };
     // `bench memory --cuda` / `--wgpu` measure on a GPU backend: build it in.

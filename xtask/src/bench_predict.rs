@@ -12,8 +12,6 @@
 //! included. The last columns: the share of pixels where the two class maps agree, and the share
 //! of segfit's pixels outside its most common class (how much that agreement says).
 
-use std::fs::File;
-use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -188,8 +186,8 @@ fn bench(
                     .arg(&npy)
                     .args(["--tile", &tile, "--overlap", &overlap]),
             )?);
-            let (agree, minority) = agreement(&segfit_map, &npy)?;
-            (agree_percent, minority_percent) = (Some(agree), Some(minority));
+            let a = crate::class_map::agreement(&segfit_map, &npy)?;
+            (agree_percent, minority_percent) = (Some(a.agree_percent()), Some(a.minority_percent));
             if flags.keep.is_none() {
                 let _ = std::fs::remove_file(&npy);
             }
@@ -256,7 +254,7 @@ fn make_model(root: &Path, dir: &Path, segfit: &Path) -> Result<()> {
 }
 
 /// Runs `cmd` with its output captured, shown only when it fails.
-fn quiet(cmd: &mut Command) -> Result<()> {
+pub(crate) fn quiet(cmd: &mut Command) -> Result<()> {
     let out = cmd
         .output()
         .with_context(|| format!("running {:?}", cmd.get_program()))?;
@@ -326,80 +324,6 @@ pub(crate) fn measure(cmd: &mut Command) -> Result<Usage> {
         // ru_maxrss is in KiB on Linux.
         peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
     })
-}
-
-/// The percentage of pixels where segfit's class map (a u8 GeoTIFF) and PyTorch's (a u8 .npy)
-/// agree, and the percentage of segfit's pixels outside its most common class.
-fn agreement(segfit_tif: &Path, pytorch_npy: &Path) -> Result<(f64, f64)> {
-    let file =
-        File::open(segfit_tif).with_context(|| format!("opening {}", segfit_tif.display()))?;
-    // A 20000² class map is 400 MB, past the decoder's default buffer limit.
-    let mut decoder = tiff::decoder::Decoder::new(BufReader::new(file))
-        .with_context(|| format!("reading {}", segfit_tif.display()))?
-        .with_limits(tiff::decoder::Limits::unlimited());
-    let (w, h) = decoder.dimensions()?;
-    let ours = match decoder
-        .read_image()
-        .with_context(|| format!("decoding {}", segfit_tif.display()))?
-    {
-        tiff::decoder::DecodingResult::U8(v) => v,
-        _ => bail!("{}: expected a u8 class map", segfit_tif.display()),
-    };
-    let (shape, theirs) = read_npy_u8(pytorch_npy)?;
-    ensure!(
-        shape == [h as usize, w as usize] && ours.len() == theirs.len(),
-        "class maps differ in size: segfit {w}x{h}, PyTorch {shape:?}"
-    );
-    let same = ours.iter().zip(&theirs).filter(|(a, b)| a == b).count();
-    let mut counts = [0usize; 256];
-    for &c in &ours {
-        counts[c as usize] += 1;
-    }
-    let n = ours.len().max(1) as f64;
-    let majority = counts.iter().max().copied().unwrap_or(0);
-    Ok((
-        100.0 * same as f64 / n,
-        100.0 * (ours.len() - majority) as f64 / n,
-    ))
-}
-
-/// A C-ordered 2-D uint8 .npy (what `np.save` writes for a `uint8 [H, W]` array).
-fn read_npy_u8(path: &Path) -> Result<([usize; 2], Vec<u8>)> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .with_context(|| format!("reading {}", path.display()))?;
-    ensure!(
-        bytes.len() > 10 && bytes.starts_with(b"\x93NUMPY"),
-        "{}: not a .npy file",
-        path.display()
-    );
-    let (len, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        _ => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-    };
-    let header = String::from_utf8_lossy(&bytes[start..start + len]).into_owned();
-    ensure!(
-        header.contains("'|u1'") && header.contains("'fortran_order': False"),
-        "{}: expected a C-ordered uint8 array, found header {header}",
-        path.display()
-    );
-    let dims: Vec<usize> = header
-        .split("'shape': (")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .map(|s| s.split(',').filter_map(|d| d.trim().parse().ok()).collect())
-        .unwrap_or_default();
-    let [h, w] = dims[..] else {
-        bail!(
-            "{}: expected a 2-D array, found header {header}",
-            path.display()
-        );
-    };
-    Ok(([h, w], bytes.split_off(start + len)))
 }
 
 fn print_table(rows: &[Row]) {

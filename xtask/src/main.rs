@@ -5,14 +5,18 @@
 //!   (the same code as `segfit prepare`; other flags are passed through).
 //! - `cargo xtask train [--config FILE] [--set K=V…] [--device D]`: prepares the synthetic set
 //!   when the config's data is missing, then trains into `runs/<config name>`.
-//! - `cargo xtask bench speed|memory|pipeline|predict|train [ARGS…]`: the benchmarks (in
+//! - `cargo xtask bench speed|memory|pipeline|predict|train|gpu [ARGS…]`: the benchmarks (in
 //!   release, but `train`, which times `cargo xtask train`'s own dev build).
+//! - `cargo xtask class-agreement A B`: how many pixels two class maps (u8 GeoTIFF or .npy)
+//!   agree on, as one JSON line (the GPU benchmark runs it on the GPU machine).
 
 mod bench;
 mod bench_budgets;
+mod bench_gpu;
 mod bench_loop;
 mod bench_predict;
 mod bench_train;
+mod class_map;
 mod prepare;
 mod segfit;
 mod train;
@@ -29,6 +33,7 @@ fn main() -> Result<()> {
         Some("prepare") => prepare::run(&rest),
         Some("train") => train::run(&rest),
         Some("bench") => bench::run(&rest),
+        Some("class-agreement") => class_map::run(&rest),
         Some("-h" | "--help") | None => {
             println!("{}", HELP);
             Ok(())
@@ -67,7 +72,14 @@ commands:
                      transformers + tifffile, and the share of pixels whose classes agree
   bench train [--json FILE] [--keep DIR]
                      `cargo xtask train`'s default run, timed (wall time, peak RSS, mIoU per
-                     epoch; crates/train/bench-xtask-train.json is its artifact)";
+                     epoch; crates/train/bench-xtask-train.json is its artifact)
+  bench gpu [--smoke] [--out DIR] [--python PY] [--no-build]
+                     packs the GPU benchmark for a machine without Rust (release binaries with
+                     cuda,wgpu for CUDA 13.0, the PyTorch scripts; target/bench-gpu/
+                     segfit-gpu-bench.tar.gz, under 64 MiB); its run.sh prints the table of
+                     crates/train/BENCH-gpu.md. --smoke runs it here on wgpu at toy sizes
+  class-agreement A B
+                     the share of pixels two class maps (u8 GeoTIFF or .npy) agree on, as JSON";
 
 /// The workspace root (xtask lives one level below it).
 pub fn project_root() -> PathBuf {

@@ -12,6 +12,8 @@ macro_rules! outln {
 }
 
 mod answers;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+mod autotune;
 mod device;
 mod eval;
 mod export;
@@ -71,6 +73,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    if let Err(e) = autotune::configure() {
+        eprintln!("error: {}", one_line(&e));
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Prepare(a) => prepare::run(&a),
         Command::Train(a) => train_cmd::run(&a),

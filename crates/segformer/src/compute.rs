@@ -57,13 +57,16 @@ pub enum BackendKind {
     /// burn-flex: `Flex`, `Autodiff<Flex>`, `Autodiff<Flex, BalancedCheckpointing>`.
     Flex,
     /// burn-cuda: `Cuda`, `Autodiff<Cuda>`, `Autodiff<Cuda, BalancedCheckpointing>`, as a build
-    /// with segformer's `cuda` feature runs them (without it, [`BackendKind::of`] sees
-    /// `Autodiff<Cuda>` as [`BackendKind::OtherAutodiff`]).
+    /// with segformer's `cuda` feature runs them: with burn-fusion and autotune, so `Cuda` is
+    /// `Fusion<CubeBackend<CudaRuntime, f32, i32, u8>>` (without the feature,
+    /// [`BackendKind::of`] sees `Autodiff<Cuda>` as [`BackendKind::OtherAutodiff`]).
     Cuda,
     /// burn-wgpu (Vulkan, Metal, DX12): `Wgpu`, `Autodiff<Wgpu>`,
     /// `Autodiff<Wgpu, BalancedCheckpointing>`, as a build with segformer's `wgpu` feature runs
-    /// them (without it, [`BackendKind::of`] sees `Autodiff<Wgpu>` as
-    /// [`BackendKind::OtherAutodiff`]). The same CubeCL kernels and memory pool as burn-cuda.
+    /// them (with burn-fusion and autotune: `Wgpu` is `Fusion<CubeBackend<WgpuRuntime, …>>`),
+    /// and the same without burn-fusion ([`WgpuUnfused`], for comparisons). Without the
+    /// feature [`BackendKind::of`] sees `Autodiff<Wgpu>` as [`BackendKind::OtherAutodiff`].
+    /// The same CubeCL kernels and memory pool as burn-cuda.
     Wgpu,
     /// Any other backend without autodiff (inference).
     Other,
@@ -79,7 +82,12 @@ impl BackendKind {
             #[cfg(feature = "cuda")]
             Some(Route::CudaAutodiff | Route::CudaAutodiffBalanced) => Self::Cuda,
             #[cfg(feature = "wgpu")]
-            Some(Route::WgpuAutodiff | Route::WgpuAutodiffBalanced) => Self::Wgpu,
+            Some(
+                Route::WgpuAutodiff
+                | Route::WgpuAutodiffBalanced
+                | Route::WgpuUnfusedAutodiff
+                | Route::WgpuUnfusedAutodiffBalanced,
+            ) => Self::Wgpu,
             None if B::ad_enabled(device) => Self::OtherAutodiff,
             None => Self::Other,
         }
@@ -164,6 +172,15 @@ pub(crate) enum Activation {
     Silu,
 }
 
+/// burn-wgpu without burn-fusion: the same CubeCL kernels as [`burn::backend::Wgpu`], each op
+/// launched on its own with its own output, as burn-wgpu runs without its `fusion` feature.
+/// segformer's builds with the `wgpu` feature turn burn-fusion on, so `Wgpu` is
+/// `Fusion<WgpuUnfused>`; this type is there to measure what fusion changes (`bench_memory
+/// --wgpu --unfused`).
+#[cfg(feature = "wgpu")]
+pub type WgpuUnfused =
+    burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
+
 /// The backend types segformer has its own kernels for, matched by `TypeId`: the fused
 /// kernels serve the burn-flex ones, the recomputing ops the autodiff ones. Primitives move
 /// across with [`same`] (an `Any` downcast), so there is no `unsafe` in the dispatch and no
@@ -188,6 +205,12 @@ pub(crate) enum Route {
     /// `Autodiff<Wgpu, BalancedCheckpointing>`.
     #[cfg(feature = "wgpu")]
     WgpuAutodiffBalanced,
+    /// `Autodiff<WgpuUnfused>`.
+    #[cfg(feature = "wgpu")]
+    WgpuUnfusedAutodiff,
+    /// `Autodiff<WgpuUnfused, BalancedCheckpointing>`.
+    #[cfg(feature = "wgpu")]
+    WgpuUnfusedAutodiffBalanced,
 }
 
 impl Route {
@@ -221,6 +244,12 @@ impl Route {
             }
             if is(TypeId::of::<Autodiff<Wgpu, BalancedCheckpointing>>()) {
                 return Some(Route::WgpuAutodiffBalanced);
+            }
+            if is(TypeId::of::<Autodiff<WgpuUnfused, NoCheckpointing>>()) {
+                return Some(Route::WgpuUnfusedAutodiff);
+            }
+            if is(TypeId::of::<Autodiff<WgpuUnfused, BalancedCheckpointing>>()) {
+                return Some(Route::WgpuUnfusedAutodiffBalanced);
             }
         }
         None
@@ -258,6 +287,32 @@ mod tests {
         assert_eq!(BackendKind::of::<A>(&device), BackendKind::Flex);
         assert_eq!(BackendKind::of::<AC>(&device), BackendKind::Flex);
         assert_eq!(Route::of::<AC>(), Some(Route::FlexAutodiffBalanced));
+    }
+
+    /// The GPU builds run burn-fusion: `Wgpu` is the fused type, not `WgpuUnfused`, and both
+    /// (with autodiff) are burn-wgpu to kernel resolution.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn wgpu_is_fused_and_both_wgpu_types_have_its_kind() {
+        use burn::backend::Wgpu;
+        assert_ne!(
+            TypeId::of::<Wgpu>(),
+            TypeId::of::<WgpuUnfused>(),
+            "burn-wgpu was built without burn-fusion"
+        );
+        let device = Default::default();
+        assert_eq!(
+            BackendKind::of::<Autodiff<Wgpu>>(&device),
+            BackendKind::Wgpu
+        );
+        assert_eq!(
+            BackendKind::of::<Autodiff<WgpuUnfused, BalancedCheckpointing>>(&device),
+            BackendKind::Wgpu
+        );
+        assert_eq!(
+            Route::of::<Autodiff<WgpuUnfused>>(),
+            Some(Route::WgpuUnfusedAutodiff)
+        );
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+mod autotune;
 mod batch_norm;
 mod bilinear;
 mod compute;
@@ -38,7 +40,11 @@ mod weights;
 #[cfg(feature = "wgpu")]
 mod wgpu_device;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub use autotune::{Autotune, AutotuneError, AutotuneLevel, set_autotune};
 pub use bilinear::resize_bilinear;
+#[cfg(feature = "wgpu")]
+pub use compute::WgpuUnfused;
 pub use compute::{BackendKind, KernelPath, Kernels};
 pub use config::{ConfigError, SegformerConfig};
 pub use losses::{LossKind, LossTerm, SegLoss, median_frequency_weights};

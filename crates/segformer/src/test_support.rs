@@ -74,10 +74,21 @@ pub(crate) fn forward_backward<B: AutodiffBackend, const D: usize, const O: usiz
     (out.inner(), input_grads)
 }
 
+/// The autotune settings of the GPU tests: the cache pinned under the workspace's `target/`,
+/// the coarsest level (the fewest shapes timed).
+#[cfg(feature = "wgpu")]
+pub(crate) fn autotune() -> crate::Autotune {
+    crate::Autotune {
+        cache_dir: testkit::autotune_cache(),
+        level: crate::AutotuneLevel::Minimal,
+    }
+}
+
 /// The first wgpu adapter (lavapipe in CI), or `None` with a skip note where this machine has
 /// none; under `CI=true` a missing adapter fails the test instead.
 #[cfg(feature = "wgpu")]
 pub(crate) fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {
+    crate::set_autotune(&autotune()).expect("the tests' autotune settings");
     match crate::wgpu_adapter(0) {
         Ok(adapter) => {
             eprintln!("wgpu adapter: {adapter}");

@@ -31,6 +31,13 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Where the GPU tests keep CubeCL's autotune cache: one place under the workspace's `target/`
+/// for every test binary, so the kernel choices timed by one run are the next run's (and a
+/// crate's own directory gets no `target/` of CubeCL's default).
+pub fn autotune_cache() -> PathBuf {
+    workspace().join("target").join("cubecl-tests")
+}
+
 /// The directory of fixture `case` ([`Fixtures::find`] with this process's environment).
 ///
 /// # Panics

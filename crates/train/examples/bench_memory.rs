@@ -7,7 +7,8 @@
 //! K = auto|recompute|composed: the models' `segformer::Kernels` (default auto)
 //! CASE = SIZE:BATCH:f32|bf16:ckpt|full:LABELS   e.g. 512:2:f32:full:2   (default: a 256/512 grid)
 //! cargo run --release -p train --features cuda --example bench_memory -- --cuda CASE…
-//! cargo run --release -p train --features wgpu --example bench_memory -- --wgpu [CASE…]
+//! cargo run --release -p train --features wgpu --example bench_memory -- --wgpu [--unfused] [CASE…]
+//! GPU flags: [--launches] [--warmup N] [--steps N] [--autotune-cache DIR] [--fit-pool]
 //! ```
 //! `--cuda` runs the steps on CUDA GPU 0 (burn-cuda), `--wgpu` on wgpu adapter 0 (burn-wgpu;
 //! lavapipe where there is no GPU; its default grid is the small sizes lavapipe runs in
@@ -16,6 +17,16 @@
 //! figure to set beside `torch.cuda.max_memory_reserved`) and bytes still in use; the error
 //! column compares the prediction (pool reserve included) with the reserved bytes, and the
 //! live column gives the planner's live-byte prediction without the pool term.
+//! The GPU backends are burn's fused ones (burn-fusion and autotune, as segfit builds them);
+//! `--unfused` runs burn-wgpu without burn-fusion (`segformer::WgpuUnfused`) for comparison.
+//! `--launches` counts the kernels CubeCL launches in the first measured step (its profiling
+//! log at level `minimal`, one `Executing …` record per launch, counted through the `log`
+//! crate). `--warmup N` steps come before the measured ones (default 1; autotune times its
+//! candidates and burn-fusion settles its plans in the first), `--steps N` measured steps give
+//! the median step time (default 1). `--autotune-cache DIR` is where CubeCL keeps its timings
+//! (default: a directory under the system's temporary directory). `--fit-pool` ends with the
+//! least-squares fit `reserved ≈ scale × live + base` over the GPU rows shown (live = the
+//! planner's live-byte prediction), fused and unfused rows apart: the planner's pool term.
 //! Each case runs in a fresh child process (so neither the heap nor the RSS high-water mark
 //! carries over from another case): one warm-up step (it allocates the AdamW moments), then
 //! the peak live heap bytes (a counting global allocator, reset before the measured step) and
@@ -25,7 +36,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
@@ -102,6 +113,10 @@ struct Case {
     /// On wgpu adapter 0 (burn-wgpu) instead of the CPU.
     #[serde(default)]
     wgpu: bool,
+    /// On a GPU: burn-fusion on (segfit's builds since issue #27; rows measured before were
+    /// unfused, which is what a missing field reads as).
+    #[serde(default)]
+    fusion: bool,
 }
 
 fn fused_default() -> bool {
@@ -132,6 +147,7 @@ impl Case {
             recompute: kernels != Kernels::Composed,
             cuda: false,
             wgpu: false,
+            fusion: false,
         })
     }
     /// The kernel choice the recorded switches stand for.
@@ -191,8 +207,81 @@ struct Measured {
     device_reserved: Option<u64>,
     #[serde(default)]
     device_in_use: Option<u64>,
+    /// The median of the measured steps.
     step_s: f64,
+    /// Steps before the measured ones, and measured steps (`None`: 1 and 1, rows from before).
+    #[serde(default)]
+    warmup: Option<usize>,
+    #[serde(default)]
+    steps: Option<usize>,
+    /// Kernels CubeCL launched in the first measured step (`--launches`).
+    #[serde(default)]
+    launches: Option<u64>,
+    /// The planner's peak for the case when it was measured (for readers of the JSON alone;
+    /// the tables recompute it with the current planner).
+    #[serde(default)]
+    predicted_peak: Option<u64>,
 }
+
+/// What a measurement does besides the step: warm-up and measured steps, launch counting.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    warmup: usize,
+    steps: usize,
+    launches: bool,
+}
+
+/// Kernel launches CubeCL logged so far (`--launches`): its profiling log at level `minimal`
+/// writes one `Executing <kernel>` record per launch, from a logger thread of its own.
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+struct LaunchCounter;
+
+impl log::Log for LaunchCounter {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if record.args().to_string().starts_with("Executing ") {
+            LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// The launches counted once CubeCL's logger thread has caught up (no new record for 300 ms).
+fn settled_launches() -> u64 {
+    let mut last = LAUNCHES.load(Ordering::Relaxed);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let now = LAUNCHES.load(Ordering::Relaxed);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// CubeCL's settings for a GPU case, before its first tensor: the autotune cache in `cache`,
+/// and with `launches` its profiling log (kernel names only) forwarded to [`LaunchCounter`].
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn configure_cubecl(cache: std::path::PathBuf, launches: bool) {
+    use cubecl::config::cache::CacheConfig;
+    use cubecl::config::profiling::ProfilingLogLevel;
+    use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
+    let mut config = CubeClRuntimeConfig::default();
+    config.autotune.cache = CacheConfig::File(cache);
+    if launches {
+        log::set_logger(&LaunchCounter).expect("no other logger in this process");
+        log::set_max_level(log::LevelFilter::Info);
+        config.profiling.logger.level = ProfilingLogLevel::Minimal;
+        config.profiling.logger.log = Some(Default::default());
+    }
+    CubeClRuntimeConfig::set(config);
+}
+
+#[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+fn configure_cubecl(_: std::path::PathBuf, _: bool) {}
 
 fn vm_hwm() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -219,10 +308,11 @@ fn step<B: AutodiffBackend>(
     opt.step(6e-5, model, grads, 1.0).0
 }
 
-/// One measured step on `device`; `device_memory` reads the device's memory pool
-/// (`(in use, reserved)`) after it, where there is one.
+/// `run.steps` measured steps on `device` after `run.warmup`; `device_memory` reads the
+/// device's memory pool (`(in use, reserved)`) after them, where there is one.
 fn measure<B: AutodiffBackend>(
     case: &Case,
+    run: Run,
     device: &B::Device,
     device_memory: &dyn Fn() -> Option<(u64, u64)>,
 ) -> Measured {
@@ -248,16 +338,30 @@ fn measure<B: AutodiffBackend>(
         lr: 6e-5,
         ..Default::default()
     });
-    model = step(model, &mut opt, &x, &y); // warm-up: allocates the AdamW moments
+    // Warm-up: allocates the AdamW moments (and on a GPU, times autotune's candidates).
+    for _ in 0..run.warmup.max(1) {
+        model = step(model, &mut opt, &x, &y);
+    }
+    let _ = B::sync(&device);
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     // "5" resets the RSS high-water mark to the current RSS (Linux ≥ 4.0).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    let t = Instant::now();
-    let model = step(model, &mut opt, &x, &y);
-    // GPU backends queue the optimizer step: the step ends when the device is done.
-    let _ = B::sync(&device);
-    let step_s = t.elapsed().as_secs_f64();
+    let mut times = Vec::with_capacity(run.steps.max(1));
+    let mut launches = None;
+    for i in 0..run.steps.max(1) {
+        let counted = (run.launches && i == 0).then(settled_launches);
+        let t = Instant::now();
+        model = step(model, &mut opt, &x, &y);
+        // GPU backends queue the optimizer step: the step ends when the device is done.
+        let _ = B::sync(&device);
+        times.push(t.elapsed().as_secs_f64());
+        if let Some(start) = counted {
+            launches = Some(settled_launches() - start);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let step_s = times[times.len() / 2];
     let heap_peak = PEAK.load(Ordering::Relaxed) as u64;
     let rss_peak = vm_hwm();
     let pool = device_memory();
@@ -270,31 +374,36 @@ fn measure<B: AutodiffBackend>(
         step_s,
         device_reserved: pool.map(|p| p.1),
         device_in_use: pool.map(|p| p.0),
+        warmup: Some(run.warmup.max(1)),
+        steps: Some(times.len()),
+        launches,
+        predicted_peak: Some(case.estimate().peak_bytes()),
     }
 }
 
-/// One measured step on CUDA GPU 0, with CubeCL's pool read after it.
+/// The steps on CUDA GPU 0 (burn-cuda, fused), with CubeCL's pool read after them.
 #[cfg(feature = "cuda")]
-fn measure_cuda(case: &Case) -> Measured {
+fn measure_cuda(case: &Case, run: Run) -> Measured {
     use burn::backend::Cuda;
     let pool = || train::cuda_memory(0);
     let device = burn::backend::cuda::CudaDevice::new(0);
     if case.ckpt {
-        measure::<Autodiff<Cuda, BalancedCheckpointing>>(case, &device, &pool)
+        measure::<Autodiff<Cuda, BalancedCheckpointing>>(case, run, &device, &pool)
     } else {
-        measure::<Autodiff<Cuda>>(case, &device, &pool)
+        measure::<Autodiff<Cuda>>(case, run, &device, &pool)
     }
 }
 
 #[cfg(not(feature = "cuda"))]
-fn measure_cuda(_: &Case) -> Measured {
+fn measure_cuda(_: &Case, _: Run) -> Measured {
     eprintln!("--cuda needs a build with `--features cuda`");
     std::process::exit(2)
 }
 
-/// One measured step on wgpu adapter 0, with CubeCL's pool read after it.
+/// The steps on wgpu adapter 0 (burn-wgpu, fused unless the case says not), with CubeCL's
+/// pool read after them.
 #[cfg(feature = "wgpu")]
-fn measure_wgpu(case: &Case) -> Measured {
+fn measure_wgpu(case: &Case, run: Run) -> Measured {
     use burn::backend::Wgpu;
     use cubecl::Runtime;
     let adapter = segformer::wgpu_adapter(0).unwrap_or_else(|e| {
@@ -318,24 +427,34 @@ fn measure_wgpu(case: &Case) -> Measured {
         props.alignment
     );
     let pool = || train::wgpu_memory(&device);
-    if case.ckpt {
-        measure::<Autodiff<Wgpu, BalancedCheckpointing>>(case, &device, &pool)
-    } else {
-        measure::<Autodiff<Wgpu>>(case, &device, &pool)
+    use segformer::WgpuUnfused;
+    match (case.fusion, case.ckpt) {
+        (true, true) => measure::<Autodiff<Wgpu, BalancedCheckpointing>>(case, run, &device, &pool),
+        (true, false) => measure::<Autodiff<Wgpu>>(case, run, &device, &pool),
+        (false, true) => {
+            measure::<Autodiff<WgpuUnfused, BalancedCheckpointing>>(case, run, &device, &pool)
+        }
+        (false, false) => measure::<Autodiff<WgpuUnfused>>(case, run, &device, &pool),
     }
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn measure_wgpu(_: &Case) -> Measured {
+fn measure_wgpu(_: &Case, _: Run) -> Measured {
     eprintln!("--wgpu needs a build with `--features wgpu`");
     std::process::exit(2)
 }
 
-fn child(case: &Case) -> Result<Measured, String> {
+fn child(case: &Case, run: Run, cache: &std::path::Path) -> Result<Measured, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new(exe)
         .args(case.cuda.then_some("--cuda"))
         .args(case.wgpu.then_some("--wgpu"))
+        .args((case.wgpu && !case.fusion).then_some("--unfused"))
+        .args(run.launches.then_some("--launches"))
+        .args(["--warmup", &run.warmup.to_string()])
+        .args(["--steps", &run.steps.to_string()])
+        .arg("--autotune-cache")
+        .arg(cache)
         .args(["--kernels", &case.kernels().to_string()])
         .args(["--one", &case.spec()])
         .output()
@@ -350,7 +469,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 fn header() -> String {
     format!(
-        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} | {:>8} |\n|{}",
+        "| {:>12} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11} | {:>9} | {:>13} | {:>7} | {:>7} | {:>8} | {:>8} |\n|{}",
         "kernels",
         "size",
         "batch",
@@ -363,13 +482,15 @@ fn header() -> String {
         "error %",
         "step s",
         "live MiB",
-        "---|".repeat(12)
+        "launches",
+        "---|".repeat(13)
     )
 }
 
-/// A table row. CUDA and wgpu rows (kernels `cuda`, `wgpu`) put CubeCL's reserved bytes in the
-/// heap column and the bytes still in use after the step in the RSS column; the live column is
-/// the prediction without the pool's reserve (the same as the prediction on the CPU).
+/// A table row. CUDA and wgpu rows (kernels `cuda`, `wgpu`; `wgpu-unfused` without
+/// burn-fusion) put CubeCL's reserved bytes in the heap column and the bytes still in use after
+/// the step in the RSS column; the live column is the prediction without the pool's reserve
+/// (the same as the prediction on the CPU).
 fn row(m: &Measured) -> (String, f64) {
     let estimate = m.case.estimate();
     let p = estimate.peak_bytes() as f64;
@@ -380,11 +501,13 @@ fn row(m: &Measured) -> (String, f64) {
     };
     let err = 100.0 * (p - peak as f64) / peak as f64;
     let line = format!(
-        "| {:>9} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} | {:>8.1} |",
+        "| {:>12} | {:>5} | {:>5} | {:>4} | {:>4} | {:>6} | {:>11.1} | {:>9.1} | {:>13.1} | {:>+7.1} | {:>7.2} | {:>8.1} | {:>8} |",
         if m.case.cuda {
             "cuda".to_string()
-        } else if m.case.wgpu {
+        } else if m.case.wgpu && m.case.fusion {
             "wgpu".to_string()
+        } else if m.case.wgpu {
+            "wgpu-unfused".to_string()
         } else {
             m.case.path().to_string()
         },
@@ -398,9 +521,32 @@ fn row(m: &Measured) -> (String, f64) {
         p / MIB,
         err,
         m.step_s,
-        estimate.live_peak_bytes() as f64 / MIB
+        estimate.live_peak_bytes() as f64 / MIB,
+        m.launches.map_or("-".to_string(), |n| n.to_string())
     );
     (line, err)
+}
+
+/// The least-squares line `y ≈ scale · x + base` through `points`, and its worst relative
+/// error in percent; `None` with fewer than two distinct `x`.
+fn least_squares(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    if points.len() < 2 || sxx <= 0.0 {
+        return None;
+    }
+    let scale = sxy / sxx;
+    let base = my - scale * mx;
+    let worst = points
+        .iter()
+        .map(|(x, y)| (100.0 * (scale * x + base - y) / y).abs())
+        .fold(0.0, f64::max);
+    Some((scale, base, worst))
 }
 
 fn default_grid(kernels: Kernels) -> Vec<Case> {
@@ -420,6 +566,7 @@ fn default_grid(kernels: Kernels) -> Vec<Case> {
                             recompute: kernels != Kernels::Composed,
                             cuda: false,
                             wgpu: false,
+                            fusion: false,
                         });
                     }
                 }
@@ -446,6 +593,7 @@ fn wgpu_grid(kernels: Kernels) -> Vec<Case> {
                     recompute: kernels != Kernels::Composed,
                     cuda: false,
                     wgpu: true,
+                    fusion: true,
                 });
             }
         }
@@ -456,12 +604,29 @@ fn wgpu_grid(kernels: Kernels) -> Vec<Case> {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut json, mut md, mut replay, mut cases) = (None, None, None, Vec::new());
-    let (mut cuda, mut wgpu) = (false, false);
+    let (mut cuda, mut wgpu, mut unfused, mut fit_pool) = (false, false, false, false);
     let mut kernels = Kernels::Auto;
+    let mut run = Run {
+        warmup: 1,
+        steps: 1,
+        launches: false,
+    };
+    let mut cache = std::env::temp_dir().join("segfit-bench-autotune");
+    let count = |flag: &str, v: Option<String>| -> usize {
+        v.and_then(|v| v.parse().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or_else(|| panic!("{flag} takes a count of at least 1"))
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
             "--cuda" => cuda = true,
             "--wgpu" => wgpu = true,
+            "--unfused" => unfused = true,
+            "--fit-pool" => fit_pool = true,
+            "--launches" => run.launches = true,
+            "--warmup" => run.warmup = count("--warmup", args.next()),
+            "--steps" => run.steps = count("--steps", args.next()),
+            "--autotune-cache" => cache = args.next().expect("--autotune-cache DIR").into(),
             "--kernels" => {
                 kernels = match args.next().as_deref() {
                     Some("auto") => Kernels::Auto,
@@ -475,17 +640,21 @@ fn main() {
                 let case = Case {
                     cuda,
                     wgpu,
+                    fusion: (cuda || wgpu) && !unfused,
                     ..Case::parse(&spec, kernels).expect("valid case")
                 };
+                if cuda || wgpu {
+                    configure_cubecl(cache, run.launches);
+                }
                 let cpu = Default::default();
                 let m = if case.cuda {
-                    measure_cuda(&case)
+                    measure_cuda(&case, run)
                 } else if case.wgpu {
-                    measure_wgpu(&case)
+                    measure_wgpu(&case, run)
                 } else if case.ckpt {
-                    measure::<Autodiff<Flex, BalancedCheckpointing>>(&case, &cpu, &|| None)
+                    measure::<Autodiff<Flex, BalancedCheckpointing>>(&case, run, &cpu, &|| None)
                 } else {
-                    measure::<Autodiff<Flex>>(&case, &cpu, &|| None)
+                    measure::<Autodiff<Flex>>(&case, run, &cpu, &|| None)
                 };
                 println!("{}", serde_json::to_string(&m).unwrap());
                 return;
@@ -510,6 +679,10 @@ fn main() {
             })),
         }
     }
+    assert!(
+        !unfused || (wgpu && !cuda),
+        "--unfused compares burn-wgpu without burn-fusion: use it with --wgpu"
+    );
     let mut results: Vec<Measured> = match &replay {
         Some(path) => serde_json::from_str(&std::fs::read_to_string(path).expect("read --replay"))
             .expect("a --json file of this benchmark"),
@@ -525,13 +698,19 @@ fn main() {
     for c in &mut cases {
         c.cuda = cuda;
         c.wgpu = wgpu;
+        c.fusion = (cuda || wgpu) && !unfused;
     }
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let fusion = if unfused {
+        "without burn-fusion"
+    } else {
+        "burn-fusion + autotune"
+    };
     let on = match (cuda, wgpu) {
-        (true, _) => "burn-cuda 0.21 on CUDA GPU 0".to_string(),
-        (false, true) => "burn-wgpu 0.21 on wgpu adapter 0".to_string(),
+        (true, _) => format!("burn-cuda 0.21 ({fusion}) on CUDA GPU 0"),
+        (false, true) => format!("burn-wgpu 0.21 ({fusion}) on wgpu adapter 0"),
         (false, false) => format!("burn-flex 0.21 on {threads} threads"),
     };
     let against = if cuda || wgpu {
@@ -540,8 +719,9 @@ fn main() {
         "measured heap peak"
     };
     println!(
-        "MiT-B0 training step (fwd + loss + bwd + AdamW), {on}; \
-         peak after 1 warm-up step; error = predicted vs {against}"
+        "MiT-B0 training step (fwd + loss + bwd + AdamW), {on}; peak after {} warm-up step(s), \
+         median of {} step(s); error = predicted vs {against}",
+        run.warmup, run.steps
     );
     println!("{}", header());
     let mut lines = Vec::new();
@@ -553,7 +733,7 @@ fn main() {
         lines.push(line);
     }
     for c in &cases {
-        match child(c) {
+        match child(c, run, &cache) {
             Ok(m) => {
                 let (line, err) = row(&m);
                 println!("{line}");
@@ -571,6 +751,29 @@ fn main() {
         }
     }
     println!("worst |error| over {} cases: {worst:.1}%", results.len());
+    if fit_pool {
+        for fused in [true, false] {
+            let points: Vec<(f64, f64)> = results
+                .iter()
+                .filter(|m| (m.case.cuda || m.case.wgpu) && m.case.fusion == fused)
+                .filter_map(|m| {
+                    Some((
+                        m.case.estimate().live_peak_bytes() as f64,
+                        m.device_reserved? as f64,
+                    ))
+                })
+                .collect();
+            if let Some((scale, base, worst)) = least_squares(&points) {
+                println!(
+                    "pool fit over {} {} rows: reserved ≈ {scale:.3} × live + {:.1} MiB \
+                     (worst |error| {worst:.1}%)",
+                    points.len(),
+                    if fused { "fused" } else { "unfused" },
+                    base / MIB
+                );
+            }
+        }
+    }
     if let Some(path) = md {
         let text = format!(
             "{}\n{}\n\nworst |error| over {} cases: {worst:.1}%\n",

@@ -11,6 +11,13 @@ use train::{Device, RunOptions, TrainConfig};
 
 /// The first wgpu adapter, or `None` (with a note) on a machine without one, unless `CI=true`.
 fn adapter() -> Option<segformer::WgpuAdapter> {
+    // CubeCL's autotune cache pinned under the workspace's target/ (its default would be this
+    // crate's own directory), at the level that times the fewest shapes.
+    segformer::set_autotune(&segformer::Autotune {
+        cache_dir: testkit::autotune_cache(),
+        level: segformer::AutotuneLevel::Minimal,
+    })
+    .expect("the tests' autotune settings");
     match segformer::wgpu_adapter(0) {
         Ok(a) => {
             eprintln!("wgpu adapter: {a}, driver {}", a.driver);

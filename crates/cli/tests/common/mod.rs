@@ -5,9 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Runs the real `segfit` binary.
+/// Runs the real `segfit` binary (CubeCL's autotune cache pinned where every GPU test keeps
+/// it, under the workspace's target/).
 pub fn segfit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_segfit"))
+        .env("SEGFIT_AUTOTUNE_CACHE", testkit::autotune_cache())
         .args(args)
         .output()
         .expect("segfit runs")

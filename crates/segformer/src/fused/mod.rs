@@ -120,7 +120,10 @@ pub(crate) fn apply<B: Backend, O: FusedOp<N>, const N: usize>(
             unreachable!("fused::route returns burn-flex routes only")
         }
         #[cfg(feature = "wgpu")]
-        Route::WgpuAutodiff | Route::WgpuAutodiffBalanced => {
+        Route::WgpuAutodiff
+        | Route::WgpuAutodiffBalanced
+        | Route::WgpuUnfusedAutodiff
+        | Route::WgpuUnfusedAutodiffBalanced => {
             unreachable!("fused::route returns burn-flex routes only")
         }
     }

@@ -10,8 +10,9 @@
 //! tensor ops on the inner backend, so one implementation serves `Autodiff<I, C>` for any inner
 //! backend `I`. Autodiff backends are matched by type (the `TypeId` table of
 //! `crate::compute::Route`): burn-flex and, with the `cuda` / `wgpu` features, burn-cuda and
-//! burn-wgpu, each with and without activation checkpointing. A backend without autodiff runs the chunked forward
-//! directly. `crate::ops` calls these where the model's kernels resolve to
+//! burn-wgpu (with burn-fusion, which fuses the element-wise chains of these ops too; burn-wgpu
+//! also without it), each with and without activation checkpointing. A backend without autodiff
+//! runs the chunked forward directly. `crate::ops` calls these where the model's kernels resolve to
 //! [`KernelPath::Recompute`](crate::KernelPath::Recompute) (or to `Fused` where no fused
 //! kernel serves the inputs), which [`Kernels::path`](crate::Kernels::path) grants exactly
 //! on the backends listed here.
@@ -99,6 +100,20 @@ pub(crate) fn apply<B: Backend, O: RecomputeOp<N>, const N: usize>(
         #[cfg(feature = "wgpu")]
         Some(Route::WgpuAutodiffBalanced) => same(apply_autodiff::<
             burn::backend::Wgpu,
+            BalancedCheckpointing,
+            O,
+            N,
+        >(op, inputs.map(same))),
+        #[cfg(feature = "wgpu")]
+        Some(Route::WgpuUnfusedAutodiff) => same(apply_autodiff::<
+            crate::compute::WgpuUnfused,
+            NoCheckpointing,
+            O,
+            N,
+        >(op, inputs.map(same))),
+        #[cfg(feature = "wgpu")]
+        Some(Route::WgpuUnfusedAutodiffBalanced) => same(apply_autodiff::<
+            crate::compute::WgpuUnfused,
             BalancedCheckpointing,
             O,
             N,

@@ -170,6 +170,20 @@ mod wgpu {
         attention_case_on::<WC>(3, [300, 20], None, 2 * 3 * 20 * 50, 1e-5, &device);
     }
 
+    /// burn-wgpu without burn-fusion (the type the fusion benchmark compares against) takes
+    /// the recomputing route too.
+    #[test]
+    fn attention_matches_the_composition_on_unfused_wgpu() {
+        let Some(device) = wgpu_device() else { return };
+        type U = Autodiff<crate::WgpuUnfused>;
+        assert_eq!(
+            crate::compute::Route::of::<U>(),
+            Some(crate::compute::Route::WgpuUnfusedAutodiff)
+        );
+        attention_case_on::<U>(2, [100, 37], None, 2 * 2 * 37 * 13, 1e-5, &device);
+        cross_entropy_case_on::<U>([7, 6], [28, 24], 5, &device);
+    }
+
     #[test]
     fn cross_entropy_matches_upsample_then_loss_on_wgpu() {
         let Some(device) = wgpu_device() else { return };

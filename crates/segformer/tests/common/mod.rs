@@ -260,6 +260,13 @@ pub fn check_train_on<B: AutodiffBackend>(dir: &Path, kernels: Kernels, device: 
 /// The first wgpu adapter (lavapipe in CI), or `None` with a skip note where this machine has
 /// no Vulkan/Metal/DX12 adapter; under `CI=true` a missing adapter is a failure.
 pub fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {
+    // CubeCL's autotune cache pinned under the workspace's target/ (its default would be this
+    // crate's own directory), at the level that times the fewest shapes.
+    segformer::set_autotune(&segformer::Autotune {
+        cache_dir: testkit::autotune_cache(),
+        level: segformer::AutotuneLevel::Minimal,
+    })
+    .expect("the tests' autotune settings");
     match segformer::wgpu_adapter(0) {
         Ok(adapter) => {
             eprintln!("wgpu adapter: {adapter}, driver {}", adapter.driver);
