@@ -166,7 +166,7 @@ impl Transform for HueSaturationValue {
             rng.uniform(s0, s1),
             rng.uniform(v0, v1),
         );
-        crate::hsv::hsv_shift(&mut item.image.data, hue, sat, val);
+        crate::hsv::hsv_shift(&mut item.image.data, item.image.width, hue, sat, val);
         Ok(())
     }
 }

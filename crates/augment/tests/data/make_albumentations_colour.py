@@ -6,7 +6,13 @@ Writes `albumentations-colour.safetensors` and `albumentations-colour.json` besi
 Run with albumentations==2.0.8, opencv-python-headless, numpy and safetensors from PyPI:
     python make_albumentations_colour.py
 
-Inputs (u8 RGB, HWC):
+OpenCV's u8 HSV -> RGB rounds differently in its SIMD blocks (truncation) and in the scalar
+tail of each row (round to nearest), and the block is 4 vectors of float32 lanes of the CPU it
+runs on. These references pin AVX2's 32-pixel blocks (the script checks, and on an AVX-512 CPU
+asks OpenCV not to use AVX-512); the all-colour digests use rows of 4096 pixels (all SIMD on
+any CPU) and of 8 pixels (all scalar on any CPU).
+
+Inputs (u8 RGB, HWC), widths with a tail after their 32-pixel blocks:
 - `extremes.image`: every grey level, black, white, fully saturated colours at every hue and
   at many values, near-greys (one channel one level off) and a few random colours.
 - `real.image`: a smooth gradient with noise standing in for a stretched satellite crop: roads
@@ -17,10 +23,15 @@ Every case is one transform with fixed parameters (p = 1): `<case>.<input>` is t
 `<case>.params` the parameters as float32, so a test can pass the same values (the random ones
 are drawn here within albumentations' default limits and rounded to float32 first, so that
 both sides see the same numbers). `<case>.cube` is, for the HueSaturationValue cases, a
-digest of the output over all 2^24 RGB colours (see `cube_digests`).
+digest of the output over all 2^24 RGB colours (see `cube_digests`), as `<case>.cube_wide`
+and `<case>.cube_narrow`.
 """
 import json
 import os
+
+# Before OpenCV loads: its dispatcher would use 64-pixel blocks on an AVX-512 CPU.
+if os.path.exists("/proc/cpuinfo") and " avx512f" in open("/proc/cpuinfo").read():
+    os.environ.setdefault("OPENCV_CPU_DISABLE", "AVX512-SKX,AVX512-CLX,AVX512-ICL")
 
 import albumentations as A
 import cv2
@@ -31,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def extremes():
-    """32 x 64 pixels of the colours where an HSV round trip has special cases."""
+    """40 x 56 pixels of the colours where an HSV round trip has special cases."""
     px = []
     px += [(g, g, g) for g in range(256)]  # every grey, black and white among them
     for v in range(0, 256, 17):  # the six fully saturated primaries/secondaries at 16 values
@@ -43,15 +54,15 @@ def extremes():
         px += [(hi, v, v), (v, hi, v), (v, v, hi), (lo, v, v), (v, lo, v), (v, v, lo)]
     px += [(255, 255, 254), (254, 255, 255), (255, 254, 255), (0, 0, 1), (1, 0, 0), (0, 1, 0), (1, 1, 0)]
     rng = np.random.default_rng(31)
-    n = 32 * 64
+    n = 40 * 56
     rest = rng.integers(0, 256, (n - len(px), 3))
     img = np.concatenate([np.array(px), rest]).astype(np.uint8)
     # Shuffle so that every row mixes kinds of pixel (a row-wise bug would not hide in one place).
     img = img[rng.permutation(n)]
-    return img.reshape(32, 64, 3)
+    return img.reshape(40, 56, 3)
 
 
-def real_looking(h=64, w=96, seed=31):
+def real_looking(h=64, w=90, seed=31):
     """A stretched 'satellite' crop: smooth land cover of low saturation, noise shared by the
     bands (so greys stay grey) plus a little per-band noise, then one 2-98 % stretch for all
     bands, which clips shadows to black and clouds to white."""
@@ -136,15 +147,29 @@ def cube_digests(img):
     return (planes * weights).sum(axis=1, dtype=np.uint64).view(np.int64)
 
 
-def all_colours():
+def all_colours(width):
     i = np.arange(1 << 24, dtype=np.uint32)
-    return np.stack([i >> 16, (i >> 8) & 255, i & 255], -1).astype(np.uint8).reshape(4096, 4096, 3)
+    return np.stack([i >> 16, (i >> 8) & 255, i & 255], -1).astype(np.uint8).reshape(-1, width, 3)
+
+
+def simd_pixels(width=56):
+    """How many pixels of a row of `width` OpenCV's u8 HSV -> RGB converts on its SIMD path
+    here: a colour whose truncated (SIMD) and rounded (scalar) conversions differ, repeated.
+    56 pixels are one block and a tail of 24 on AVX2, three blocks and a tail of 8 on SSE or
+    NEON (16-pixel blocks), all tail on AVX-512 (64-pixel blocks)."""
+    hsv = cv2.cvtColor(np.full((1, width, 3), (65, 60, 52), np.uint8), cv2.COLOR_RGB2HSV)
+    hsv[..., 2] -= 10
+    g = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)[0, :, 1]  # 50 truncated, 51 rounded
+    return int((g == 50).sum())
 
 
 def main():
+    if simd_pixels() != 32:
+        raise SystemExit(f"OpenCV converts {simd_pixels()} of 56 pixels on its SIMD path here, not the 32 of "
+                         "AVX2: run on an AVX2 CPU, or set OPENCV_CPU_DISABLE so that OpenCV dispatches AVX2")
     inputs = {"extremes": extremes(), "real": real_looking()}
     tensors = {f"{k}.image": v for k, v in inputs.items()}
-    cube = all_colours()
+    cubes = {"wide": all_colours(4096), "narrow": all_colours(8)}
     manifest = {}
     for group in (hsv_cases(), gamma_cases(), brightness_contrast_cases(), normalize_cases()):
         for name, (t, params) in group.items():
@@ -153,7 +178,8 @@ def main():
                 tensors[f"{name}.{key}"] = np.ascontiguousarray(r["image"])
             tensors[f"{name}.params"] = np.array(params, dtype=np.float32)
             if isinstance(t, A.HueSaturationValue):
-                tensors[f"{name}.cube"] = cube_digests(A.Compose([t], seed=0)(image=cube)["image"])
+                for key, cube in cubes.items():
+                    tensors[f"{name}.cube_{key}"] = cube_digests(A.Compose([t], seed=0)(image=cube)["image"])
             manifest[name] = {"transform": repr(t), "params": params}
     stats = {}
     for key, img in inputs.items():
@@ -166,7 +192,7 @@ def main():
     save_file(tensors, os.path.join(HERE, "albumentations-colour.safetensors"))
     with open(os.path.join(HERE, "albumentations-colour.json"), "w") as f:
         json.dump({"albumentations": A.__version__, "opencv": cv2.__version__, "numpy": np.__version__,
-                   "inputs": stats, "cases": manifest}, f, indent=1)
+                   "opencv_hsv2rgb_simd_block": 32, "inputs": stats, "cases": manifest}, f, indent=1)
 
 
 if __name__ == "__main__":
