@@ -74,28 +74,31 @@ fn shift_u8(v: &mut [u8], width: usize, hue: f32, sat: f32, val: f32) {
     // "These should remain grayscale regardless of saturation change" (albumentations): at
     // S = 0 `HSV2RGB` gives V in all three channels, whatever the hue.
     sat_lut[0] = 0;
+    let shifted = |px: &[u8; 3]| {
+        let (h, s, v) = rgb_to_hsv_u8(px, &sdiv, &hdiv);
+        (
+            hue_lut[h as usize],
+            sat_lut[s as usize],
+            val_lut[v as usize],
+        )
+    };
     let simd = width / SIMD_BLOCK * SIMD_BLOCK;
     for row in v.chunks_exact_mut(width * 3) {
         let (block, tail) = row.split_at_mut(simd * 3);
-        for (pixels, to_rgb) in [
-            (block, hsv_to_rgb_block as fn(u8, u8, u8) -> [u8; 3]),
-            (tail, hsv_to_rgb_tail),
-        ] {
-            for px in pixels.as_chunks_mut::<3>().0 {
-                let (h, s, vv) = rgb_to_hsv_u8(px, &sdiv, &hdiv);
-                *px = to_rgb(
-                    hue_lut[h as usize],
-                    sat_lut[s as usize],
-                    val_lut[vv as usize],
-                );
-            }
+        for px in block.as_chunks_mut::<3>().0 {
+            let (h, s, v) = shifted(px);
+            *px = hsv_to_rgb_block(h, s, v);
+        }
+        for px in tail.as_chunks_mut::<3>().0 {
+            let (h, s, v) = shifted(px);
+            *px = hsv_to_rgb_tail(h, s, v);
         }
     }
 }
 
 /// OpenCV's `RGB2HSV_b` (its SIMD and scalar paths agree): `(h, s, v)` with `h` in `[0, 180)`.
 fn rgb_to_hsv_u8(px: &[u8; 3], sdiv: &[i32; 256], hdiv: &[i32; 256]) -> (u8, u8, u8) {
-    let [r, g, b] = px.map(i32::from);
+    let (r, g, b) = (px[0] as i32, px[1] as i32, px[2] as i32);
     let v = r.max(g).max(b);
     let diff = v - r.min(g).min(b);
     let round = 1 << (HSV_SHIFT - 1);
@@ -125,7 +128,9 @@ const SECTOR: [[usize; 3]; 6] = [
     [2, 1, 0],
 ];
 
-/// OpenCV's table of channel values for hue fraction `f` in a sector.
+/// OpenCV's table of channel values for hue fraction `f` in a sector. Its AVX2 build (FMA3)
+/// computes `1 - s * f` with one rounding, in the SIMD and the scalar code alike: the compiler
+/// contracts the multiply and subtract into a fused multiply-add.
 fn tab(f: f32, s: f32, v: f32) -> [f32; 4] {
     [
         v,
@@ -135,39 +140,37 @@ fn tab(f: f32, s: f32, v: f32) -> [f32; 4] {
     ]
 }
 
-/// `[r, g, b]` picked from `tab` for `sector`, each through `level`.
-fn pick(tab: [f32; 4], sector: usize, level: impl Fn(f32) -> u8) -> [u8; 3] {
-    let [b, g, r] = SECTOR[sector].map(|i| level(tab[i] * 255.0));
-    [r, g, b]
-}
-
 /// OpenCV's SIMD `HSV2RGB_b` (`HSV2RGB_simd`), in f32: the sector from truncations, no case
 /// for S = 0 (every entry of `tab` is V then), results truncated.
 fn hsv_to_rgb_block(h: u8, s: u8, v: u8) -> [u8; 3] {
     let (s, v) = (s as f32 * (1.0 / 255.0), v as f32 * (1.0 / 255.0));
     let h = h as f32 * HSCALE;
-    let pre = h.trunc();
-    let sector = pre - (pre * (1.0 / 6.0)).trunc() * 6.0;
+    // `h` >= 0, so `as` truncates like `v_trunc`; OpenCV's sector is that mod 6 (hue 180 is 0).
+    let pre = h as usize;
+    let tab = tab(h - pre as f32, s, v);
+    let [b, g, r] = SECTOR[pre % 6];
     // `as u8` truncates and saturates, as `v_trunc` then `v_pack_u` and `v_pack` do.
-    pick(tab(h - pre, s, v), sector as usize, |x| x as u8)
+    let level = |i: usize| (tab[i] * 255.0) as u8;
+    [level(r), level(g), level(b)]
 }
 
 /// OpenCV's scalar `HSV2RGB_b` (`HSV2RGB_native`) for the tail of a row, in f32, rounded to
-/// nearest, ties to even (`saturate_cast<uchar>`).
+/// nearest, ties to even (`saturate_cast<uchar>`; `as u8` saturates).
 fn hsv_to_rgb_tail(h: u8, s: u8, v: u8) -> [u8; 3] {
     let (s, v) = (s as f32 * (1.0 / 255.0), v as f32 * (1.0 / 255.0));
-    let level = |x: f32| x.round_ties_even().clamp(0.0, 255.0) as u8;
+    let level = |x: f32| (x * 255.0).round_ties_even() as u8;
     if s == 0.0 {
-        return [level(v * 255.0); 3];
+        return [level(v); 3];
     }
-    let h = (h as f32 * HSCALE) % 6.0;
-    let sector = h.floor();
-    let (sector, f) = if sector >= 6.0 {
-        (0, 0.0)
-    } else {
-        (sector as usize, h - sector)
-    };
-    pick(tab(f, s, v), sector, level)
+    // `fmod(h, 6)`: only hue 180, from the shift table, reaches 6.
+    let mut h = h as f32 * HSCALE;
+    if h >= 6.0 {
+        h -= 6.0;
+    }
+    let sector = h as usize; // floor, `h` >= 0
+    let tab = tab(h - sector as f32, s, v);
+    let [b, g, r] = SECTOR[sector];
+    [level(tab[r]), level(tab[g]), level(tab[b])]
 }
 
 /// Float HSV shift: `hue_deg` degrees, `sat` and `val` fractions of full scale; grey pixels

@@ -149,6 +149,28 @@ fn cube_digests(v: &[u8]) -> Vec<i64> {
         .collect()
 }
 
+/// Every HueSaturationValue case on all 2^24 colours in rows of `width` pixels against the
+/// fixture's `<case>.cube_<layout>` digests; one line per case that differs.
+fn cube_failures(fx: &Tensors, cube: &[u8], layout: &str, width: usize) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (case, params) in cases(fx, "HueSaturationValue") {
+        let img = Raster::new(width, (1 << 24) / width, 3, RasterData::U8(cube.to_vec()));
+        let got = cube_digests(u8s(&run(&hsv_toml(&params), img.unwrap())));
+        let (_, want) = fx.i64s(&format!("{case}.cube_{layout}"));
+        let planes: Vec<usize> = (0..256).filter(|&r| got[r] != want[r]).collect();
+        eprintln!(
+            "{case}, rows of {width}: {} of 256 red planes differ from albumentations",
+            planes.len()
+        );
+        if !planes.is_empty() {
+            failures.push(format!(
+                "{case}, rows of {width}: red levels {planes:?} differ"
+            ));
+        }
+    }
+    failures
+}
+
 #[test]
 fn hue_saturation_value_bit_exact_on_every_rgb_colour() {
     // Pixel `i` is `(i >> 16, (i >> 8) & 255, i & 255)`. OpenCV's u8 HSV -> RGB truncates in
@@ -158,24 +180,13 @@ fn hue_saturation_value_bit_exact_on_every_rgb_colour() {
     let cube: Vec<u8> = (0u32..1 << 24)
         .flat_map(|i| [(i >> 16) as u8, (i >> 8) as u8, i as u8])
         .collect();
-    let mut failures = Vec::new();
-    for (case, params) in cases(&fx, "HueSaturationValue") {
-        for (layout, width) in [("wide", 4096), ("narrow", 8)] {
-            let img = Raster::new(width, (1 << 24) / width, 3, RasterData::U8(cube.clone()));
-            let got = cube_digests(u8s(&run(&hsv_toml(&params), img.unwrap())));
-            let (_, want) = fx.i64s(&format!("{case}.cube_{layout}"));
-            let planes: Vec<usize> = (0..256).filter(|&r| got[r] != want[r]).collect();
-            eprintln!(
-                "{case}, rows of {width}: {} of 256 red planes differ from albumentations",
-                planes.len()
-            );
-            if !planes.is_empty() {
-                failures.push(format!(
-                    "{case}, rows of {width}: red levels {planes:?} differ"
-                ));
-            }
-        }
-    }
+    // One thread per layout: 14 cases of 2^24 pixels take a while in a debug build.
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let narrow = scope.spawn(|| cube_failures(&fx, &cube, "narrow", 8));
+        let mut failures = cube_failures(&fx, &cube, "wide", 4096);
+        failures.extend(narrow.join().unwrap());
+        failures
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
