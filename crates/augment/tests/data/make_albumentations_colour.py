@@ -163,10 +163,15 @@ def simd_pixels(width=56):
     return int((g == 50).sum())
 
 
-def main():
+def require_avx2():
+    """Stop unless OpenCV converts HSV in AVX2's 32-pixel blocks, which the references pin."""
     if simd_pixels() != 32:
         raise SystemExit(f"OpenCV converts {simd_pixels()} of 56 pixels on its SIMD path here, not the 32 of "
                          "AVX2: run on an AVX2 CPU, or set OPENCV_CPU_DISABLE so that OpenCV dispatches AVX2")
+
+
+def main():
+    require_avx2()
     inputs = {"extremes": extremes(), "real": real_looking()}
     tensors = {f"{k}.image": v for k, v in inputs.items()}
     cubes = {"wide": all_colours(4096), "narrow": all_colours(8)}
