@@ -33,9 +33,10 @@ const HSCALE: f32 = 6.0 / 180.0;
 /// Each row converts its first `width / SIMD_BLOCK` blocks on that path and the rest with
 /// the scalar code.
 ///
-/// NOTE: the block depends on the CPU that runs OpenCV (16 pixels on SSE/NEON builds, 64 on
-/// AVX-512); we follow AVX2, the common x86 case, so albumentations on another CPU differs
-/// from us by a level on some pixels at the end of rows whose width is not a multiple of 64.
+/// NOTE: OpenCV's results depend on the CPU it runs on: the block (16 pixels on SSE/NEON, 64
+/// on AVX-512) and whether `1 - s * f` is fused (see `tab`). We follow AVX2 with FMA3, the
+/// common x86 case; albumentations elsewhere can differ from us by a level at the end of rows
+/// whose width is not a multiple of the block and, without FMA, on rare pixels anywhere.
 /// Usual tile widths (256, 512) are multiples of 64: every row goes the SIMD way on any CPU.
 const SIMD_BLOCK: usize = 32;
 
@@ -83,7 +84,7 @@ fn shift_u8(v: &mut [u8], width: usize, hue: f32, sat: f32, val: f32) {
         )
     };
     let simd = width / SIMD_BLOCK * SIMD_BLOCK;
-    for row in v.chunks_exact_mut(width * 3) {
+    for row in v.chunks_exact_mut(width.max(1) * 3) {
         let (block, tail) = row.split_at_mut(simd * 3);
         for px in block.as_chunks_mut::<3>().0 {
             let (h, s, v) = shifted(px);
@@ -264,6 +265,23 @@ mod tests {
         let mut d = RasterData::U8(vec![255, 0, 0]);
         hsv_shift(&mut d, 1, 60.0, 0.0, 0.0);
         assert_eq!(d, RasterData::U8(vec![0, 255, 0]));
+    }
+
+    #[test]
+    fn grey_stays_grey_when_saturation_shifts() {
+        // Issue 31's pixel, [47, 47, 47] with sat +15 and val -10: albumentations gives
+        // [37, 37, 37] (S = 0 is kept, and V is returned in all channels), not [37, 36, 35].
+        // Rows of 1 pixel are a scalar tail, rows of 32 one SIMD block.
+        for width in [1, SIMD_BLOCK] {
+            let mut d = RasterData::U8([47; 3].repeat(width));
+            hsv_shift(&mut d, width, 10.0, 15.0, -10.0);
+            assert_eq!(d, RasterData::U8([37; 3].repeat(width)), "rows of {width}");
+        }
+        // Float images too, and an empty image is no panic.
+        let mut d = RasterData::F32(vec![0.5; 3]);
+        hsv_shift(&mut d, 1, 10.0, 15.0, 0.0);
+        assert_eq!(d, RasterData::F32(vec![0.5; 3]));
+        hsv_shift(&mut RasterData::U8(vec![]), 0, 10.0, 15.0, -10.0);
     }
 
     #[test]
