@@ -18,6 +18,7 @@ mod export;
 mod host;
 mod model_source;
 mod npy;
+mod output;
 mod plan;
 mod predict;
 mod prepare;

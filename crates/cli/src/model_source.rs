@@ -183,7 +183,7 @@ fn legacy_run_preprocessing(cfg: &TrainConfig) -> Result<Preprocessing> {
         band_indices: cfg.data.bands.clone(),
         ..Default::default()
     };
-    if cfg.data.normalize == "dataset" {
+    if cfg.data.normalize == train::Normalize::Dataset {
         let meta = meta.as_ref().with_context(|| {
             format!(
                 "the run has no {} (made by an older segfit) and normalises with dataset statistics, \

@@ -11,12 +11,14 @@ use segformer::Segformer;
 use tiles::{GeoRef, Mask, Raster, RasterData};
 
 use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names};
-use crate::device::{DeviceArg, KernelsArg, on_device};
+use crate::device::on_device;
 use crate::model_source::ModelSource;
 use crate::npy;
-use crate::scene::{
-    NODATA_CLASS, SceneJob, SceneOutputs, classes_with_nodata, predict_scene, probabilities_hwc,
+use crate::output::{
+    NODATA_CLASS, SceneOutputs, check_nodata_room, classes_with_nodata, probabilities_hwc,
+    resolve_nodata, stem_of,
 };
+use crate::scene::{SceneJob, predict_scene};
 use infer::{Windows, class_colour, classes_of, predict_windows};
 
 /// Arguments of `segfit predict`.
@@ -82,11 +84,11 @@ pub struct PredictArgs {
     pub answers: AnswerArgs,
     /// Where the model runs: cpu, wgpu or wgpu:N (Vulkan/Metal/DX12), cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
-    pub device: DeviceArg,
+    pub device: train::Device,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
     /// kernels) or composed (burn's plain composition, for comparison).
     #[arg(long, default_value = "auto")]
-    pub kernels: KernelsArg,
+    pub kernels: segformer::Kernels,
 }
 
 /// Runs `segfit predict`.
@@ -107,7 +109,7 @@ fn predict_on<B: Backend>(
     source: &ModelSource,
     device: &B::Device,
 ) -> Result<()> {
-    let model = source.load::<B>(device)?.with_kernels(args.kernels.0);
+    let model = source.load::<B>(device)?.with_kernels(args.kernels);
     let tile = args
         .tile
         .map(|t| [t, t])
@@ -308,36 +310,6 @@ fn predict_tensor<B: Backend>(
     Ok(())
 }
 
-/// The nodata value of `file`: `--nodata` (checked once up front), else its `GDAL_NODATA`,
-/// checked against the model's classes.
-pub(crate) fn resolve_nodata(
-    k: usize,
-    flag: Option<f64>,
-    geo: Option<&GeoRef>,
-    file: &Path,
-) -> Result<Option<f64>> {
-    let tag = geo.and_then(|g| g.nodata);
-    if let (None, Some(nd)) = (flag, tag) {
-        check_nodata_room(
-            k,
-            &format!("{} declares GDAL_NODATA {nd}", file.display()),
-            "unset it (gdal_edit.py -unsetnodata)",
-        )?;
-    }
-    Ok(flag.or(tag))
-}
-
-/// Fails when a `k`-class model uses [`NODATA_CLASS`] as a class index; `source` says where the
-/// nodata value came from, `fix` how to do without it.
-pub(crate) fn check_nodata_room(k: usize, source: &str, fix: &str) -> Result<()> {
-    ensure!(
-        k <= NODATA_CLASS as usize,
-        "{source}: nodata pixels get {NODATA_CLASS} in the class map, but this model's {k} classes \
-         include {NODATA_CLASS}; {fix}, or use a model of at most {NODATA_CLASS} classes"
-    );
-    Ok(())
-}
-
 /// Writes the mask (and the optional rasters and answers) of `job`'s file; returns the mask's
 /// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`] and NaN
 /// probabilities, both declared in the GeoTIFFs' `GDAL_NODATA` (the input's own nodata is
@@ -520,10 +492,4 @@ fn is_tiff(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("tif") || e.eq_ignore_ascii_case("tiff"))
-}
-
-pub(crate) fn stem_of(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into())
 }

@@ -38,7 +38,7 @@ mod tta;
 mod window;
 
 pub use error::InferError;
-pub use evaluate::{EvalResult, TtaEval, evaluate, evaluate_tta};
+pub use evaluate::{EvalResult, Metric, TtaEval, evaluate, evaluate_tta};
 pub use metrics::{ConfusionMatrix, SegMetrics};
 pub use palette::class_colour;
 pub use postprocess::{batch_tensors, classes_of, predict_classes, probabilities};

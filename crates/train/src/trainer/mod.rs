@@ -15,20 +15,19 @@ use augment::Batch;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::ToElement;
-use burn::tensor::FloatDType;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use infer::{EvalResult, batch_tensors};
 use segformer::Segformer;
 
-use crate::checkpoint::{RunDir, TrainerState, load_trainer_state, save_checkpoint};
-use crate::config::{LoopConfig, Precision, TrainConfig};
+use crate::checkpoint::{RunDir, TrainerState, save_checkpoint};
+use crate::config::{LoopConfig, TrainConfig};
 use crate::data::{Loader, LoaderOptions, SampleSource, epoch_order};
 use crate::error::TrainError;
-use crate::model::build_model;
 use crate::optim::AdamW;
 use crate::report::{EpochRecord, Reporter, StepRecord};
-use crate::run_data::{RunData, resolve_data};
-use crate::scaler::GradScaler;
+use crate::run_data::RunData;
+
+mod start;
 
 /// How to run: where to write, whether to resume.
 #[derive(Clone, Debug)]
@@ -165,135 +164,6 @@ pub(crate) struct Trainer<'a, B: AutodiffBackend> {
 }
 
 impl<'a, B: AutodiffBackend> Trainer<'a, B> {
-    /// Resolves the data, builds (or, with `opts.resume`, reloads) the model and the optimizer,
-    /// and opens the run's log.
-    pub(crate) fn new(
-        cfg: &'a TrainConfig,
-        opts: &RunOptions,
-        device: &B::Device,
-    ) -> Result<Self, TrainError> {
-        let run = RunDir(opts.run_dir.clone());
-        std::fs::create_dir_all(&opts.run_dir).map_err(|e| TrainError::io(&opts.run_dir, e))?;
-        let data = resolve_data(cfg)?;
-        let t = &cfg.train;
-        let compute = match t.precision {
-            Precision::F32 => None,
-            Precision::Bf16 => Some(FloatDType::BF16),
-            Precision::F16 => Some(FloatDType::F16),
-        };
-        B::seed(device, t.seed);
-        let (mut model, report) =
-            build_model::<B>(&cfg.model, &data.class_names, data.bands, device)?;
-        let mut optim = AdamW::<B>::new(cfg.optimizer.clone());
-        let mut state = TrainerState {
-            epoch: 0,
-            next_batch: 0,
-            step: 0,
-            optimizer_steps: 0,
-            best: None,
-            bad_steps: 0,
-            skipped_steps: 0,
-            scaler: GradScaler::default(),
-            early_stopping: Default::default(),
-            stopped: None,
-        };
-        if opts.resume {
-            let last = run.last();
-            model = segformer::load_hf_dir::<B>(&last, device)?.0;
-            let (s, tensors) = load_trainer_state(&last)?;
-            optim
-                .load_state(s.optimizer_steps, tensors, device)
-                .map_err(|reason| TrainError::Checkpoint {
-                    path: last.clone(),
-                    reason,
-                })?;
-            state = s;
-        }
-        let model = model.with_compute_dtype(compute).with_kernels(opts.kernels);
-        let reporter = Reporter::new(
-            &opts.run_dir,
-            cfg,
-            &data.class_names,
-            &data.preprocessing,
-            opts.resume,
-            state.step,
-        )?;
-        if let Some(a) = &data.audit {
-            reporter.note(&a.to_string());
-        }
-        if segformer::BackendKind::of::<B>(device) == segformer::BackendKind::Flex {
-            match t.precision {
-                Precision::F32 => {}
-                Precision::Bf16 if segformer::cpu_has_bf16_kernels() => reporter.note(
-                    "train.precision = \"bf16\" on the CPU: the fused kernels multiply bf16 operands \
-                     with f32 sums (AVX512-BF16) in the linear layers, patch convs and attention; activations \
-                     stay f32, so memory is f32's",
-                ),
-                Precision::Bf16 => reporter.note(
-                    "train.precision = \"bf16\": this CPU has no AVX512-BF16, so the run computes in \
-                     f32 (the same results and memory as \"f32\")",
-                ),
-                Precision::F16 => reporter.note(
-                    "train.precision = \"f16\" on the CPU: no fused f16 kernels, so this runs burn's \
-                     composed half-precision ops, measured at about a third of the f32 step's speed \
-                     (crates/train/BENCH-speed.md); \"bf16\" or \"f32\" is faster on this backend",
-                ),
-            }
-        }
-        if let Some(b) = &cfg.data.bands {
-            reporter.note(&format!(
-                "data.bands: the model sees stored bands {b:?}, in that order (the band statistics above are per stored band)"
-            ));
-        }
-        if let Some(r) = &report {
-            reporter.note(&r.to_string());
-        }
-        let loss = crate::loss::resolve_for_run(cfg, &data)?;
-        if loss != segformer::SegLoss::default() {
-            let input = crate::plan::PlanInput {
-                config: model.config(),
-                height: cfg.data.size[0],
-                width: cfg.data.size[1],
-                batch: t.batch_size,
-                precision: t.precision,
-                checkpointing: t.checkpointing,
-                kernels: model.kernel_path(device),
-                // Only the loss terms are counted here: where they live does not matter.
-                allocator: crate::plan::Allocator::Heap,
-                loss: Some(&loss),
-            };
-            let extra = crate::plan::loss_terms_bytes(&input, &loss);
-            reporter.note(&format!(
-                "{}; these terms keep about {} more than plain cross-entropy per micro-batch",
-                crate::loss::describe(&loss, &data.class_names),
-                crate::plan::human(extra)
-            ));
-        }
-        let batches_per_epoch = data.train.dataset.len().div_ceil(t.batch_size);
-        let steps_per_epoch = batches_per_epoch.div_ceil(t.accumulation_steps);
-        let mut total_steps = (t.epochs * steps_per_epoch) as u64;
-        if let Some(max) = t.max_steps {
-            total_steps = total_steps.min(max as u64);
-        }
-        Ok(Self {
-            cfg,
-            run,
-            device: device.clone(),
-            data,
-            model: Some(model),
-            optim,
-            state,
-            reporter,
-            batches_per_epoch,
-            total_steps,
-            use_scaler: t.precision == Precision::F16,
-            group: Group::new(),
-            tally: EpochTally::new(),
-            last_eval: None,
-            loss,
-        })
-    }
-
     fn model(&self) -> &Segformer<B> {
         self.model
             .as_ref()
@@ -486,16 +356,13 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         }
         let inner = self.model().valid();
         let eval = evaluate_split(&inner, &self.data.val, t, &mut self.reporter)?;
-        let value = selection_value(&t.best_metric, &eval);
-        let improved = match self.state.best {
-            None => value.is_finite(),
-            Some(best) => better(&t.best_metric, value, best),
-        };
+        let value = t.best_metric.of(&eval);
+        let improved = t.best_metric.improves(value, self.state.best, 0.0);
         if improved {
             self.state.best = Some(value);
         }
         if let Some(es) = &t.early_stopping {
-            let v = selection_value(&es.metric, &eval);
+            let v = es.metric.of(&eval);
             if let Some(why) = es.observe(&mut self.state.early_stopping, v) {
                 let why = format!(
                     "{why}; stopped after epoch {epoch}, step {}",
@@ -565,23 +432,6 @@ fn evaluate_split<B: Backend>(
     );
     reporter.start_eval(loader.remaining_batches());
     infer::evaluate(model, loader, &device, || reporter.eval_batch())
-}
-
-fn selection_value(metric: &str, eval: &EvalResult) -> f64 {
-    match metric {
-        "val_loss" => eval.loss,
-        "mean_f1" => eval.metrics.mean_f1,
-        "pixel_accuracy" => eval.metrics.pixel_accuracy,
-        _ => eval.metrics.miou,
-    }
-}
-
-fn better(metric: &str, value: f64, best: f64) -> bool {
-    if metric == "val_loss" {
-        value < best
-    } else {
-        value > best
-    }
 }
 
 /// A 64-bit mix of three values (splitmix64 steps), for per-batch seeds.

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use augment::PipelineConfig;
+use infer::Metric;
+use segformer::InputAdapt;
 use serde::{Deserialize, Serialize};
 use tiles::LabelMap;
 
@@ -11,6 +13,10 @@ use crate::error::TrainError;
 use crate::loss::LossConfig;
 use crate::optim::AdamWConfig;
 use crate::schedule::ScheduleConfig;
+
+mod read;
+
+pub(crate) use read::from_name;
 
 /// A whole training run, as written in `configs/*.toml`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,12 +67,8 @@ pub struct ModelConfig {
     /// How a `pretrained` first kernel meets a dataset whose band count differs from the
     /// checkpoint's: `repeat` (timm: the RGB kernels cycled over the bands, scaled by 3/C),
     /// `mean` (the mean RGB kernel, scaled by 3/C) or `random` (that one tensor initialised).
-    #[serde(default = "default_input_adapt")]
-    pub input_adapt: String,
-}
-
-fn default_input_adapt() -> String {
-    "repeat".into()
+    #[serde(default)]
+    pub input_adapt: InputAdapt,
 }
 
 fn default_preset() -> String {
@@ -93,8 +95,8 @@ pub struct DataConfig {
     pub classes: Option<LabelMap>,
     /// `imagenet` (HF's default mean/std) or `dataset` (per-band statistics from `dataset.json`,
     /// for 16-bit and multispectral imagery).
-    #[serde(default = "default_normalize")]
-    pub normalize: String,
+    #[serde(default)]
+    pub normalize: Normalize,
     /// The stored images' bands the model sees, in this order (0-based), e.g. `[3, 2, 1, 7]`;
     /// all bands in stored order when absent. With a pretrained RGB encoder the first three
     /// selected bands get its R, G and B kernels.
@@ -111,8 +113,15 @@ fn default_val_split() -> String {
 fn default_size() -> [usize; 2] {
     [512, 512]
 }
-fn default_normalize() -> String {
-    "imagenet".into()
+/// `data.normalize`: where the processor's mean and standard deviation come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Normalize {
+    /// HF's default ImageNet mean/std (RGB only).
+    #[default]
+    Imagenet,
+    /// The dataset's per-band statistics from `dataset.json` (16-bit and multispectral imagery).
+    Dataset,
 }
 
 /// Numerical precision of the forward and backward pass.
@@ -121,11 +130,39 @@ fn default_normalize() -> String {
 pub enum Precision {
     /// Full f32.
     #[default]
+    #[serde(alias = "fp32")]
     F32,
     /// bfloat16 matmuls and convolutions, f32 norms/softmax/loss and master weights.
     Bf16,
     /// float16 like bf16, with dynamic loss scaling.
+    #[serde(alias = "fp16")]
     F16,
+}
+
+impl Precision {
+    /// The config name: `f32`, `bf16` or `f16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `f32`, `bf16` or `f16` (any case; `fp32`/`fp16` too), the words `train.precision` takes.
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        from_name(s)
+    }
 }
 
 /// Loop settings.
@@ -157,7 +194,7 @@ pub struct LoopConfig {
     /// Write the `last` checkpoint every N optimizer steps (0: at epoch ends only).
     pub checkpoint_every: usize,
     /// Metric that picks `best`: `miou`, `mean_f1`, `pixel_accuracy` or `val_loss`.
-    pub best_metric: String,
+    pub best_metric: Metric,
     /// Consecutive non-finite steps before the run stops.
     pub max_bad_steps: u32,
     /// Validation tiles shown in the overlay grid.
@@ -184,7 +221,7 @@ impl Default for LoopConfig {
             eval_every: 1,
             log_every: 10,
             checkpoint_every: 0,
-            best_metric: "miou".into(),
+            best_metric: Metric::Miou,
             max_bad_steps: 5,
             overlay_samples: 4,
             progress: true,
@@ -236,28 +273,6 @@ pub const MAX_OVERLAYS: usize = 256;
 pub const MAX_EPOCHS: usize = 1 << 20;
 
 impl TrainConfig {
-    /// Parses a config from TOML text, applying `overrides` (`key.path=value`) first.
-    /// Errors name the key (unknown keys list the valid ones) and the line.
-    pub fn from_toml_str(text: &str, overrides: &[String]) -> Result<Self, TrainError> {
-        let mut value: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| TrainError::Config(e.to_string()))?;
-        for o in overrides {
-            apply_override(&mut value, o)?;
-        }
-        let cfg: TrainConfig = toml::Value::Table(value.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| TrainError::Config(located(&value, &e)))?;
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
-    /// The config as TOML, as the run directory keeps it.
-    pub fn to_toml_string(&self) -> String {
-        toml::to_string_pretty(self)
-            .unwrap_or_else(|e| format!("# could not serialise config: {e}\n"))
-    }
-
     /// Checks values the types cannot, and bounds every count and size before anything is
     /// allocated (what fits the machine's memory is [`crate::fit_memory`]'s check).
     pub fn validate(&self) -> Result<(), TrainError> {
@@ -309,15 +324,6 @@ impl TrainConfig {
         validate_numbers(self)?;
         augment::Pipeline::new(&self.augment)
             .map_err(|e| TrainError::Config(format!("[augment] {e}")))?;
-        if !["miou", "mean_f1", "pixel_accuracy", "val_loss"].contains(&t.best_metric.as_str()) {
-            return bad(
-                "train.best_metric",
-                "must be one of miou, mean_f1, pixel_accuracy, val_loss",
-            );
-        }
-        if !["imagenet", "dataset"].contains(&self.data.normalize.as_str()) {
-            return bad("data.normalize", "must be `imagenet` or `dataset`");
-        }
         let [h, w] = self.data.size;
         if h == 0 || w == 0 || h > MAX_SIDE || w > MAX_SIDE {
             return Err(TrainError::Config(format!(
@@ -327,12 +333,6 @@ impl TrainConfig {
         }
         if !(self.optimizer.lr > 0.0 && self.optimizer.lr.is_finite()) {
             return bad("optimizer.lr", "must be a positive number");
-        }
-        if segformer::InputAdapt::from_name(&self.model.input_adapt).is_none() {
-            return Err(TrainError::Config(format!(
-                "`model.input_adapt` = \"{}\" is not a rule; use repeat, mean or random",
-                self.model.input_adapt
-            )));
         }
         if let Some(b) = &self.data.bands
             && let Some(e) = crate::bands::check_selection(b)
@@ -418,36 +418,6 @@ fn validate_numbers(cfg: &TrainConfig) -> Result<(), TrainError> {
     Ok(())
 }
 
-/// A type error (`-1` for a count) as `` `train.workers = -1`: invalid value: integer `-1`,
-/// expected usize ``: the table's own error has no key path, so the table is written out and
-/// parsed again as text, whose error has a span, and the line at the span is named.
-fn located(table: &toml::Table, error: &toml::de::Error) -> String {
-    let text = toml::to_string(table).unwrap_or_default();
-    let Err(e) = toml::from_str::<TrainConfig>(&text) else {
-        return error.message().to_string();
-    };
-    let Some(span) = e.span().filter(|s| s.start <= text.len()) else {
-        return e.message().to_string();
-    };
-    let start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
-    let end = text[span.start..]
-        .find('\n')
-        .map_or(text.len(), |i| span.start + i);
-    let line = text[start..end].trim();
-    let table = text[..start]
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('['))
-        .map(|l| l.trim_matches(['[', ']']))
-        .unwrap_or("");
-    let key = if table.is_empty() || line.starts_with('[') {
-        line.to_string()
-    } else {
-        format!("{table}.{line}")
-    };
-    format!("`{key}`: {}", e.message())
-}
-
 /// `key` = `value` lies in `[min, max]`, or the error says so.
 fn check_count(key: &str, value: usize, min: usize, max: usize) -> Result<(), TrainError> {
     if value < min {
@@ -460,39 +430,6 @@ fn check_count(key: &str, value: usize, min: usize, max: usize) -> Result<(), Tr
             "`{key}` = {value} is too large; expected at most {max}"
         )));
     }
-    Ok(())
-}
-
-/// Sets `a.b.c = value` in a TOML table; `value` is parsed as TOML (`3`, `true`, `"x"`, `[1, 2]`),
-/// or taken as a string when it does not parse.
-fn apply_override(root: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
-    let (key, raw) = assignment.split_once('=').ok_or_else(|| {
-        TrainError::Config(format!(
-            "override `{assignment}` is not key=value (e.g. train.epochs=3)"
-        ))
-    })?;
-    let key = key.trim();
-    let value = format!("v = {}", raw.trim())
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
-    let parts: Vec<&str> = key.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(TrainError::Config(format!(
-            "override key `{key}` is empty or has an empty part"
-        )));
-    }
-    let mut table = root;
-    for p in &parts[..parts.len() - 1] {
-        let entry = table
-            .entry(p.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        table = entry
-            .as_table_mut()
-            .ok_or_else(|| TrainError::Config(format!("override `{key}`: `{p}` is not a table")))?;
-    }
-    table.insert(parts[parts.len() - 1].to_string(), value);
     Ok(())
 }
 
@@ -553,14 +490,14 @@ mod tests {
 
     #[test]
     fn recipe_keys_parse_and_bad_values_name_the_key() {
-        let text = include_str!("../../../configs/sentinel2-b0.toml");
+        let text = include_str!("../../../../configs/sentinel2-b0.toml");
         let c = TrainConfig::from_toml_str(text, &[]).unwrap();
         assert_eq!(c.data.bands, Some(vec![3, 2, 1, 7]));
-        assert_eq!(c.model.input_adapt, "repeat");
+        assert_eq!(c.model.input_adapt, InputAdapt::Repeat);
         let es = c.train.early_stopping.clone().unwrap();
         assert_eq!(
-            (es.metric.as_str(), es.patience, es.min_delta),
-            ("miou", 5, 0.001)
+            (es.metric, es.patience, es.min_delta),
+            (Metric::Miou, 5, 0.001)
         );
         assert_eq!(c.loss.terms.as_ref().unwrap().len(), 2);
         let back = TrainConfig::from_toml_str(&c.to_toml_string(), &[]).unwrap();
@@ -568,7 +505,15 @@ mod tests {
         for (o, want) in [
             (
                 "model.input_adapt=\"copy\"",
-                "`model.input_adapt` = \"copy\"",
+                "`model.input_adapt = \"copy\"`: unknown variant `copy`, expected one of `repeat`, `mean`, `random`",
+            ),
+            (
+                "train.best_metric=\"iou\"",
+                "`train.best_metric = \"iou\"`: unknown variant `iou`, expected one of `miou`, `mean_f1`, `pixel_accuracy`, `val_loss`",
+            ),
+            (
+                "data.normalize=\"minmax\"",
+                "`data.normalize = \"minmax\"`: unknown variant `minmax`, expected `imagenet` or `dataset`",
             ),
             ("data.bands=[]", "`data.bands` = []"),
             ("data.bands=[1, 1]", "band 1 twice"),
@@ -576,12 +521,27 @@ mod tests {
                 "train.early_stopping.patience=0",
                 "train.early_stopping.patience",
             ),
+            (
+                "train.early_stopping.metric=\"iou\"",
+                "`train.early_stopping.metric = \"iou\"`: unknown variant `iou`",
+            ),
         ] {
             let e = TrainConfig::from_toml_str(text, &[o.to_string()])
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(want), "{o}: {e}");
         }
+    }
+
+    #[test]
+    fn precision_flags_take_the_config_words() {
+        for p in [Precision::F32, Precision::Bf16, Precision::F16] {
+            assert_eq!(p.name().parse(), Ok(p));
+            assert_eq!(p.to_string().to_uppercase().parse(), Ok(p));
+        }
+        assert_eq!("fp16".parse(), Ok(Precision::F16));
+        let e = "f64".parse::<Precision>().unwrap_err();
+        assert!(e.contains("`f64`") && e.contains("`bf16`"), "{e}");
     }
 
     #[test]
