@@ -34,6 +34,7 @@ mod evaluate;
 mod metrics;
 mod palette;
 mod postprocess;
+mod sliding;
 mod tta;
 mod window;
 
@@ -42,7 +43,6 @@ pub use evaluate::{EvalResult, TtaEval, evaluate, evaluate_tta};
 pub use metrics::{ConfusionMatrix, SegMetrics};
 pub use palette::class_colour;
 pub use postprocess::{batch_tensors, classes_of, predict_classes, probabilities};
+pub use sliding::{min_input_side, predict_streaming, predict_windows};
 pub use tta::{Pose, Tta};
-pub use window::{
-    Blender, Windows, hann, min_input_side, origins, predict_streaming, predict_windows,
-};
+pub use window::{Blender, Windows, hann, origins};
