@@ -15,6 +15,7 @@ mod answers;
 mod device;
 mod eval;
 mod export;
+mod hf_preprocessor;
 mod host;
 mod model_source;
 mod npy;
