@@ -11,7 +11,7 @@
 //! many products (attention's keys and values). On a CPU without the instructions
 //! [`available`] is false and callers use the f32 product instead.
 
-use super::gemm::View;
+use super::View;
 
 /// Rows of a micro-tile.
 const MR: usize = 8;
@@ -79,7 +79,7 @@ pub(crate) fn round_bf16(x: f32) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::matmul as matmul_bf16;
+pub(crate) use x86::matmul;
 
 /// A right-hand side packed once as bf16 pairs, for products against many left-hand sides
 /// (the keys and values of one attention head against every block of queries).
@@ -106,7 +106,7 @@ impl PackedB {
     }
 
     /// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · b[k, j]` on the calling thread (the
-    /// contract of `matmul_bf16` without threads).
+    /// contract of [`matmul`] without threads).
     pub(crate) fn matmul(
         &self,
         dst: &mut [f32],
@@ -141,7 +141,7 @@ mod x86 {
 
     use rayon::prelude::*;
 
-    use super::super::gemm::begin;
+    use super::super::begin;
     use super::{KC, KC_MAX, MC, MR, NR, View, available, bf16_bits};
 
     thread_local! {
@@ -189,7 +189,7 @@ mod x86 {
 
     /// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · bf16(b[k, j])`, summed in f32, with `dst`
     /// row-major (row stride `dst_rs`) from `dst_offset`; the same contract as
-    /// [`matmul`](super::super::gemm::matmul). Must only be called where
+    /// [`Precision::matmul`](super::super::Precision::matmul). Must only be called where
     /// [`available`] is true.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn matmul(
@@ -724,7 +724,7 @@ mod tests {
                         let rs = n + 3;
                         let mut dst = values(m * rs, 5);
                         let before = dst.clone();
-                        matmul_bf16(&mut dst, 0, rs, *a, *b, 0.5, accumulate, true);
+                        matmul(&mut dst, 0, rs, *a, *b, 0.5, accumulate, true);
                         for i in 0..m {
                             for j in 0..rs {
                                 let got = f64::from(dst[i * rs + j]);
