@@ -9,9 +9,10 @@
 //! thread and kept between calls (a few MiB per thread at most), so a product allocates
 //! nothing once the threads have seen its shape. [`PackedB`] packs a right-hand side once for
 //! many products (attention's keys and values). On a CPU without the instructions
-//! [`available`] is false and callers use the f32 product instead.
+//! [`cpu::has_bf16`] is false and callers use the f32 product instead.
 
 use super::View;
+use crate::fused::cpu;
 
 /// Rows of a micro-tile.
 const MR: usize = 8;
@@ -25,43 +26,6 @@ const KC: usize = 512;
 const KC_MAX: usize = 8192;
 /// Rows of A one task packs and sweeps.
 const MC: usize = 64;
-
-#[cfg(test)]
-thread_local! {
-    /// Tests: this thread sees a CPU without the instructions.
-    static HIDDEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Tests: runs `f` as on a CPU without AVX512-BF16 (on this thread).
-#[cfg(test)]
-pub(crate) fn without_bf16<R>(f: impl FnOnce() -> R) -> R {
-    HIDDEN.set(true);
-    let r = f();
-    HIDDEN.set(false);
-    r
-}
-
-/// Whether this CPU runs the bf16 kernels (AVX512-F/BW/VL and AVX512-BF16, detected once).
-pub(crate) fn available() -> bool {
-    #[cfg(test)]
-    if HIDDEN.get() {
-        return false;
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *AVAILABLE.get_or_init(|| {
-            is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("avx512bf16")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
 
 /// `x` rounded to bf16 (nearest, ties to even; NaN stays a quiet NaN), as its 16 bits.
 pub(crate) fn bf16_bits(x: f32) -> u16 {
@@ -91,9 +55,9 @@ pub(crate) struct PackedB {
 }
 
 impl PackedB {
-    /// `b` rounded to bf16 and packed. Must only be called where [`available`] is true.
+    /// `b` rounded to bf16 and packed. Must only be called where [`cpu::has_bf16`] is true.
     pub(crate) fn new(b: View<'_>) -> Self {
-        assert!(available(), "PackedB on a CPU without AVX512-BF16");
+        assert!(cpu::has_bf16(), "PackedB on a CPU without AVX512-BF16");
         #[cfg(target_arch = "x86_64")]
         let words = x86::pack_whole(b);
         #[cfg(not(target_arch = "x86_64"))]
@@ -142,7 +106,7 @@ mod x86 {
     use rayon::prelude::*;
 
     use super::super::begin;
-    use super::{KC, KC_MAX, MC, MR, NR, View, available, bf16_bits};
+    use super::{KC, KC_MAX, MC, MR, NR, View, bf16_bits, cpu};
 
     thread_local! {
         /// Per-thread packing buffers, kept between calls: a fresh one per call would be
@@ -190,7 +154,7 @@ mod x86 {
     /// `dst[i, j] (+)= alpha · Σ_k bf16(a[i, k]) · bf16(b[k, j])`, summed in f32, with `dst`
     /// row-major (row stride `dst_rs`) from `dst_offset`; the same contract as
     /// [`Precision::matmul`](super::super::Precision::matmul). Must only be called where
-    /// [`available`] is true.
+    /// [`cpu::has_bf16`] is true.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn matmul(
         dst: &mut [f32],
@@ -202,7 +166,10 @@ mod x86 {
         accumulate: bool,
         threads: bool,
     ) {
-        assert!(available(), "bf16 products on a CPU without AVX512-BF16");
+        assert!(
+            cpu::has_bf16(),
+            "bf16 products on a CPU without AVX512-BF16"
+        );
         let Some((m, n, k)) = begin(dst, dst_offset, dst_rs, a, [b.rows, b.cols], accumulate)
         else {
             return;
@@ -326,7 +293,7 @@ mod x86 {
                     // SAFETY: `tile` holds MR·kc2 words read at r·ar + kp·ak < MR·kc2; `panel`
                     // holds kc2·NR words; the tile's `height × width` elements of the
                     // destination were bounds-checked by the caller (rows < m, columns < n)
-                    // and no other task writes them; the CPU has the features (`available`).
+                    // and no other task writes them; the CPU has the features (`cpu::has_bf16`).
                     unsafe {
                         kernel(
                             kc2,
@@ -686,7 +653,7 @@ mod tests {
     /// edge tiles in both dimensions, k over one block, accumulate and overwrite.
     #[test]
     fn products_match_a_direct_sum_of_rounded_operands() {
-        if !available() {
+        if !cpu::has_bf16() {
             eprintln!("skipped: this CPU has no AVX512-BF16");
             return;
         }

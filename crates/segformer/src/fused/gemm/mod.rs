@@ -7,9 +7,10 @@
 mod bf16;
 mod f32;
 
-pub(crate) use bf16::available as bf16_available;
 #[cfg(test)]
-pub(crate) use bf16::{round_bf16, without_bf16};
+pub(crate) use bf16::round_bf16;
+
+use super::cpu;
 
 /// A read-only strided matrix view: element `(i, j)` is `data[offset + i*rs + j*cs]`.
 #[derive(Clone, Copy)]
@@ -61,14 +62,14 @@ pub(crate) enum Precision {
     /// f32 operands and sums (the `gemm` crate).
     F32,
     /// Operands rounded to bf16, products summed in f32 (`vdpbf16ps`); only where
-    /// [`available`](bf16::available) is true.
+    /// [`cpu::has_bf16`] is true.
     Bf16,
 }
 
 impl Precision {
     /// bf16 where this CPU has the instructions, f32 otherwise.
     pub(crate) fn bf16_or_f32() -> Self {
-        if bf16::available() {
+        if cpu::has_bf16() {
             Self::Bf16
         } else {
             Self::F32
