@@ -218,7 +218,8 @@ impl Tiles {
     }
 }
 
-/// `dst (+)= alpha · a · B` on the calling thread, B `k × n` packed by [`pack_whole`](super::pack::pack_whole).
+/// `dst (+)= alpha · a · B` on the calling thread, B `k × n` packed by
+/// [`pack_whole`](super::pack::pack_whole).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn matmul_packed(
     dst: &mut [f32],
