@@ -21,15 +21,14 @@ fn outputs_are_0644_under_umask_022() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
+    // The harness names a test by its path below the binary's root module (`umask::…`).
+    let (_, module) = module_path!().split_once("::").unwrap();
+    let name = format!("{module}::outputs_are_0644_under_umask_022");
     let status = Command::new("sh")
         .arg("-c")
         .arg("umask 022; exec \"$0\" \"$@\"")
         .arg(exe)
-        .args([
-            "--exact",
-            "outputs_are_0644_under_umask_022",
-            "--test-threads=1",
-        ])
+        .args(["--exact", name.as_str(), "--test-threads=1"])
         .env(CHILD, dir.path())
         .status()
         .unwrap();
