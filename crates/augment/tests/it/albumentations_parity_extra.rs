@@ -2,12 +2,11 @@
 //! `tests/data/albumentations-extra.*`, made by `tests/data/make_albumentations_extra.py`
 //! (albumentations 2.0.8, opencv-python-headless 5.1).
 
-mod common;
-
 use std::path::PathBuf;
 
 use augment::Pipeline;
-use common::{Tensors, assert_u8_close, pipeline, u8s};
+
+use crate::common::{Tensors, assert_u8_close, pipeline, u8s};
 
 fn fixtures() -> Tensors {
     Tensors::open_path(

@@ -1,5 +1,4 @@
 //! Shared helpers for the integration tests: fixture loading and comparison.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 

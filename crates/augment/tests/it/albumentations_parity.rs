@@ -1,10 +1,9 @@
 //! Parity with albumentations 2.0.8 (`tests/data/fixtures/albumentations`, made by
 //! `make_fixtures.py`): every case there through the same transform in our pipeline.
 
-mod common;
-
 use augment::Pipeline;
-use common::{Tensors, assert_u8_close, f32s, max_abs_diff, u8s};
+
+use crate::common::{Tensors, assert_u8_close, f32s, max_abs_diff, u8s};
 
 /// Run `toml` (one transform, p = 1) on the fixture input; compare image within `tol` grey
 /// levels and mask exactly against `<case>.image` / `<case>.mask`.

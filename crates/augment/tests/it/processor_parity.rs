@@ -1,11 +1,10 @@
 //! Parity with HF's `SegformerImageProcessor` (PIL backend, transformers 5.24): the
 //! `processor-*` fixtures' PNGs through our processor, labels exact, pixels within 1e-6.
 
-mod common;
-
 use augment::SegformerProcessor;
-use common::{Tensors, fixture_dir, max_abs_diff};
 use raster::{Mask, Raster, RasterData};
+
+use crate::common::{Tensors, fixture_dir, max_abs_diff};
 
 fn load(case: &str) -> (Raster, Mask) {
     let dir = fixture_dir(case);

@@ -1,11 +1,10 @@
 //! Pipeline behaviour beyond the fixtures: determinism by (seed, epoch, index), probabilities,
 //! composition, and config loading and errors.
 
-mod common;
-
 use augment::{AugmentError, Pipeline, PipelineConfig, SampleRng};
-use common::{config_file, indexed_rgb, indexed_u16, mask_of, pipeline, u8s};
 use raster::{Raster, RasterData};
+
+use crate::common::{config_file, indexed_rgb, indexed_u16, mask_of, pipeline, u8s};
 
 #[test]
 fn same_seed_epoch_index_gives_same_sample_whatever_the_thread_order() {

@@ -1,11 +1,10 @@
 //! Individual transforms on other sample types and band counts than the fixtures: u16, f32,
 //! 4 and 5 bands, mask fill, mmseg's crop rule. References are direct computations.
 
-mod common;
-
 use augment::AugmentError;
-use common::{f32s, indexed_rgb, indexed_u16, mask_of, pipeline, u8s};
 use raster::{Mask, Raster, RasterData};
+
+use crate::common::{f32s, indexed_rgb, indexed_u16, mask_of, pipeline, u8s};
 
 #[test]
 fn geometric_transforms_handle_u16_four_band_images() {
