@@ -2,16 +2,15 @@
 //! share of 2×2-tile blocks, no val pixel is in a train tile, and label rasters must line up
 //! with their scenes.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::u16_raster;
 use tiles::{
     GeoRef, LabelMap, Raster, RasterData, SceneOptions, TilesError, prepare_scenes, read_image,
     write_geotiff, write_mask_png,
 };
+
+use crate::common::{self, u16_raster};
 
 /// A 30 m grid in UTM 33N (EPSG:32633), like a Landsat clip.
 fn utm33(x0: f64, y0: f64, pixel: f64) -> GeoRef {

@@ -1,12 +1,12 @@
 //! Mask and image reading of PNG/JPEG: palette indices, grey/16-bit/RGB masks, and the errors
 //! for files that cannot be masks.
 
-mod common;
-
 use std::io::BufWriter;
 use std::path::Path;
 
 use tiles::{RasterData, TilesError, read_image, read_mask, write_png};
+
+use crate::common;
 
 /// Writes a palette PNG with the `png` crate: `bits`-bit indices, a palette of `colors` entries.
 fn palette_png(path: &Path, w: u32, h: u32, bits: png::BitDepth, indices: &[u8], colors: usize) {

@@ -1,6 +1,5 @@
 //! Helpers shared by the integration tests: class maps, an independent flood fill, and exact
 //! geometry checks on rings.
-#![allow(dead_code)]
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -3,17 +3,16 @@
 //! masks whatever the labels hold there, and stays out of the band statistics; a pixel nodata in
 //! only some bands is an ordinary pixel.
 
-mod common;
-
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use common::noise;
 use tiles::{
     BandStats, DatasetMeta, FolderOptions, GeoRef, LabelMap, Mask, Raster, RasterData,
     SceneOptions, SegDataset, StatsAccumulator, TilesError, prepare_folder, prepare_scenes,
     write_geotiff, write_mask_png,
 };
+
+use crate::common::noise;
 
 const BORDER: usize = 10;
 

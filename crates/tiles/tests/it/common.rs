@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: small deterministic rasters and files on disk.
-#![allow(dead_code)]
 
 use std::path::Path;
 

@@ -1,10 +1,9 @@
 //! GeoJSON output: reprojection against PROJ, structure, winding, properties, `crs` member.
 
-mod common;
-
-use common::*;
 use serde_json::Value;
 use vector::{GeoJsonWriter, Grid, OutputCrs, Polygonizer, VectorOptions};
+
+use crate::common::*;
 
 /// Reference points: (EPSG code, x, y, lon, lat), computed with pyproj 3.7.2 (PROJ 9.5.1):
 /// `Transformer.from_crs(code, 4326, always_xy=True).transform(x, y)`.

@@ -1,15 +1,14 @@
 //! Folder datasets end to end: pairing, splits, every audit error with a real malformed file,
 //! `prepare_folder` and `SegDataset` over the result.
 
-mod common;
-
 use std::path::Path;
 
-use common::{mask_of, u8_raster, write_pair};
 use tiles::{
     FolderOptions, LabelMap, SegDataset, TilesError, audit, prepare_folder, write_mask_png,
     write_png,
 };
+
+use crate::common::{mask_of, u8_raster, write_pair};
 
 fn labels() -> LabelMap {
     LabelMap::new(&[("outer", &[0]), ("rice_paddy", &[255])])

@@ -3,9 +3,7 @@
 //! corner. GEOS/shapely reject a ring that passes a point twice ("Ring Self-intersection",
 //! found on a real prediction), so the valid form is an outer ring plus a hole touching it there.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// No ring visits a corner twice (the repeated closing point aside).
 fn assert_simple(rings: &[Vec<[f64; 2]>]) {

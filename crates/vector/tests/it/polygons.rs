@@ -1,9 +1,8 @@
 //! Polygon topology: rings along pixel edges, holes, 4-connectivity, streaming merges.
 
-mod common;
-
-use common::*;
 use vector::Region;
+
+use crate::common::*;
 
 const ALL: [bool; 10] = [true; 10];
 

@@ -2,18 +2,17 @@
 //! georeferencing, checked against data made in the test and files made by the `tiff` crate's
 //! own encoder.
 
-mod common;
-
 use std::fs::File;
 use std::path::Path;
 
-use common::{crop_u16, f32_raster, u8_raster, u16_raster};
 use tiff::encoder::{TiffEncoder, colortype};
 use tiff::tags::Tag;
 use tiles::{
     ChunkedReader, Compression, GeoRef, RasterData, TiffOptions, read_image, read_window,
     write_geotiff, write_geotiff_with,
 };
+
+use crate::common::{crop_u16, f32_raster, u8_raster, u16_raster};
 
 fn geo() -> GeoRef {
     GeoRef {

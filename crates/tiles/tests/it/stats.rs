@@ -1,8 +1,8 @@
 //! Band statistics against a direct computation over the same samples.
 
-mod common;
-
 use tiles::{Raster, RasterData, StatsAccumulator};
+
+use crate::common;
 
 #[test]
 #[allow(clippy::needless_range_loop)] // b picks the band in both the data and the stats

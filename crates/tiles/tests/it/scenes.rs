@@ -1,13 +1,12 @@
 //! Scenes → tiles: tile windows, georeferencing shifted to each tile, nodata skipping, the
 //! manifest, and tiles that load back through `SegDataset`.
 
-mod common;
-
-use common::{crop_u16, u16_raster};
 use tiles::{
     GeoRef, LabelMap, Mask, Raster, RasterData, SceneOptions, SegDataset, TiffOptions,
     prepare_scenes, read_image, write_geotiff_with,
 };
+
+use crate::common::{self, crop_u16, u16_raster};
 
 #[test]
 fn georeferenced_scene_tiles_keep_world_coordinates_and_pixels() {

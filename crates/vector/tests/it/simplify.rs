@@ -1,12 +1,11 @@
 //! `--simplify`: neighbours stay glued, rings stay valid, areas move a bounded amount.
 
-mod common;
-
 use std::collections::HashSet;
 
-use common::*;
 use serde_json::Value;
 use vector::{GeoJsonWriter, Grid, OutputCrs, Polygonizer, VectorOptions};
+
+use crate::common::*;
 
 const STRESS_SEEDS: u64 = 60;
 

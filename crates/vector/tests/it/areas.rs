@@ -1,9 +1,8 @@
 //! Pixel areas from the geotransform and the GeoKeys, and the statistics report.
 
-mod common;
-
-use common::*;
 use vector::{ClassStats, Crs, Grid, StatsReport};
+
+use crate::common::*;
 
 const WGS84_A: f64 = 6_378_137.0;
 const WGS84_INV_F: f64 = 298.257_223_563;
