@@ -1,11 +1,11 @@
 //! bf16 compute (`with_compute_dtype`) stays close to f32 on the tiny fixture.
 
-mod common;
-
 use std::collections::HashMap;
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
+
+use crate::common;
 
 type Train = Autodiff<Flex>;
 

@@ -7,7 +7,7 @@ use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Wgpu};
 use segformer::{KernelPath, Kernels};
 
-mod common;
+use crate::common;
 
 type Train = Autodiff<Wgpu>;
 

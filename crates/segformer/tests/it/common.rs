@@ -1,6 +1,5 @@
 //! Shared helpers for the parity tests: expected tensors, relative and worst-element error
 //! (fixtures are found by `testkit::fixture`).
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::path::Path;

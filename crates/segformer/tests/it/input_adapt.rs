@@ -2,8 +2,6 @@
 //! applied to the fixture's own RGB kernel (read here with the `safetensors` crate), and
 //! everything else loads unchanged.
 
-mod common;
-
 use burn::backend::Flex;
 use burn::tensor::TensorData;
 use segformer::{InputAdapt, SegformerConfig, hf_state_dict, load_pretrained_adapted};

@@ -4,7 +4,7 @@
 
 use segformer::Kernels;
 
-mod common;
+use crate::common;
 
 #[test]
 fn tiny_train_step_matches_hf_without_fused_kernels() {

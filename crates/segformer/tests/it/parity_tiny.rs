@@ -1,11 +1,11 @@
 //! Parity with HF transformers on the small `segformer-tiny` fixture.
 
-mod common;
-
 use std::collections::HashMap;
 
 use burn::backend::Flex;
 use burn::tensor::TensorData;
+
+use crate::common;
 
 #[test]
 fn tiny_eval_matches_hf() {

@@ -1,7 +1,5 @@
 //! Loading edge cases: other `num_labels`, missing or mis-shaped encoder tensors, bad dirs.
 
-mod common;
-
 use std::path::Path;
 
 use burn::backend::Flex;
@@ -104,7 +102,7 @@ fn misshaped_encoder_tensor_is_an_error_with_both_shapes() {
     let dir = testkit::fixture("segformer-tiny");
     let device = Default::default();
     // A 5×5 patch embedding cannot take the 7×7 one (another band count is adapted instead,
-    // see tests/input_adapt.rs).
+    // see `input_adapt`).
     let mut config = segformer::read_config(&dir).unwrap();
     config.patch_sizes[0] = 5;
     let err = segformer::load_pretrained::<Flex>(&dir, &config, &device).unwrap_err();

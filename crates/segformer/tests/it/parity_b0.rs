@@ -1,11 +1,11 @@
 //! Parity with HF transformers on the full-size MiT-B0 fixtures (shared fixtures only:
 //! skipped with a note when absent, a failure when absent and `CI=true`).
 
-mod common;
-
 use burn::backend::Flex;
 use burn::tensor::Tensor;
 use segformer::SegformerConfig;
+
+use crate::common;
 
 #[testkit::needs_fixtures]
 #[test]
