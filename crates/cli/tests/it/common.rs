@@ -1,6 +1,5 @@
 //! Helpers shared by the binary's integration tests: running `segfit`, paths, the tiny HF
 //! fixture and an independent .npy reader/writer.
-#![allow(dead_code)] // each test binary uses its own subset
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

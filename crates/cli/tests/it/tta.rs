@@ -9,8 +9,7 @@ use burn::backend::Flex;
 use infer::{Tta, Windows, classes_of, predict_windows};
 use tiles::{GeoRef, Raster, RasterData};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A 3-class dataset for the tiny fixture model: 8 images of 40 × 56 pixels with smooth
 /// structure, masks of three bands of classes 0, 1, 2 (half of them in `val`).

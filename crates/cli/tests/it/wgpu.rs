@@ -2,9 +2,7 @@
 //! `plan --device wgpu` adds CubeCL's pool and says what is measured where. Without a wgpu
 //! adapter the device case prints a skip note; under `CI=true` it fails.
 
-mod common;
-
-use common::{ok, raw_logits_diff_from_hf};
+use crate::common::{ok, raw_logits_diff_from_hf};
 
 /// Whether this machine has a wgpu adapter (else a skip note, or a failure under `CI=true`).
 fn have_adapter() -> bool {

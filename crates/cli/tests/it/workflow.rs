@@ -6,8 +6,7 @@ use std::process::{Command, Stdio};
 
 use tiles::{GeoRef, Raster, RasterData};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Runs segfit, asserts a clean failure (exit 1, one `error:` line, no panic), returns stderr.
 fn fails(args: &[&str]) -> String {

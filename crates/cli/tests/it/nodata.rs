@@ -10,8 +10,7 @@ use tiff::decoder::{Decoder, DecodingResult};
 use tiff::tags::Tag;
 use tiles::{GeoRef, Raster, RasterData};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const W: usize = 40;
 const H: usize = 36;

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tiles::{GeoRef, Raster, RasterData};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A 3-band u8 scene, UTM zone 48N (EPSG:32648) with 10 m pixels, and a nodata (0) block.
 fn scene(w: usize, h: usize) -> (Raster, GeoRef) {

@@ -7,8 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 use tiles::{Raster, RasterData};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()

@@ -9,8 +9,7 @@ use tiff::decoder::{Decoder, DecodingResult};
 use tiff::tags::Tag;
 use tiles::{GeoRef, Raster, RasterData};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A 3-band u16 scene with smooth structure and a nodata (0) corner block, georeferenced.
 fn scene(w: usize, h: usize) -> (Raster, GeoRef) {

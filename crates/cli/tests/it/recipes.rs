@@ -1,9 +1,7 @@
 //! The fine-tuning recipes through the binary: an RGB checkpoint fine-tuned on two selected
 //! bands of a 4-band set, then predicted on, evaluated and exported with that selection.
 
-mod common;
-
-use common::{fixture, ok, s, segfit};
+use crate::common::{fixture, ok, s, segfit};
 
 #[test]
 fn selected_bands_follow_the_run_into_predict_eval_and_export() {
