@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use burn::backend::{Autodiff, Flex};
 use train::{RunOptions, TrainConfig};
 
+use crate::common::{alone, test_name};
+
 type B = Autodiff<Flex>;
 
 fn dataset(dir: &Path, count: usize, size: usize) -> PathBuf {
@@ -42,6 +44,7 @@ fn weights(dir: &Path) -> Vec<u8> {
 
 #[test]
 fn learns_the_synthetic_paddies() {
+    alone!(learns_the_synthetic_paddies);
     let tmp = tempfile::tempdir().unwrap();
     let root = dataset(tmp.path(), 48, 64);
     let cfg = config(
@@ -166,7 +169,7 @@ fn memory_does_not_grow_across_steps() {
         let out = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "memory_child",
+                test_name(module_path!(), "memory_child").as_str(),
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
@@ -250,7 +253,7 @@ fn child(mode: &str, dir: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "resume_child",
+            test_name(module_path!(), "resume_child").as_str(),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -1,16 +1,16 @@
 //! The memory planner against real training steps (a counting global allocator measures the
-//! peak live heap of this test binary), plus the budget fitting and size parsing rules.
-
-mod common;
+//! peak live heap of a child process that runs the measuring test alone), plus the budget
+//! fitting and size parsing rules.
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
-use common::{check, measured_peak, predicted_for, serial};
 use segformer::Kernels;
 use train::{
     Allocator, KernelPath, MemoryPlan, PlanInput, PlanInputTemplate, Precision, fit_budget,
     parse_bytes,
 };
+
+use crate::common::{alone, check, measured_peak, predicted_for};
 
 /// The prediction for the path the measured models take: `Kernels::Auto` on the CPU.
 fn predicted(size: usize, batch: usize, precision: Precision, checkpointing: bool) -> u64 {
@@ -21,7 +21,7 @@ fn predicted(size: usize, batch: usize, precision: Precision, checkpointing: boo
 
 #[test]
 fn prediction_is_within_ten_percent_of_real_f32_steps() {
-    let _serial = serial();
+    alone!(prediction_is_within_ten_percent_of_real_f32_steps);
     // 64² is the optimizer step's peak alone; at 256² the activations are a third of it.
     for (size, batch) in [(64, 1), (64, 2), (128, 1), (128, 2), (256, 1)] {
         let m = measured_peak::<Autodiff<Flex>>(Kernels::Auto, size, batch, false);
@@ -35,7 +35,7 @@ fn prediction_is_within_ten_percent_of_real_f32_steps() {
 
 #[test]
 fn prediction_is_within_ten_percent_for_bf16_and_checkpointing() {
-    let _serial = serial();
+    alone!(prediction_is_within_ten_percent_for_bf16_and_checkpointing);
     let m = measured_peak::<Autodiff<Flex>>(Kernels::Auto, 128, 2, true);
     check(m, predicted(128, 2, Precision::Bf16, false), "128² b2 bf16");
     let m = measured_peak::<Autodiff<Flex, BalancedCheckpointing>>(Kernels::Auto, 128, 2, false);
@@ -48,7 +48,6 @@ fn prediction_is_within_ten_percent_for_bf16_and_checkpointing() {
 
 #[test]
 fn prediction_grows_with_batch_size_and_labels() {
-    let _serial = serial();
     let p1 = predicted(512, 1, Precision::F32, false);
     let p2 = predicted(512, 2, Precision::F32, false);
     assert!(p2 > p1);
@@ -116,7 +115,6 @@ fn template_for(
 
 #[test]
 fn fit_takes_the_largest_divisor_that_fits() {
-    let _serial = serial();
     let config = train::preset("mit-b0").unwrap().with_num_labels(2);
     let t = template(&config, 512);
     let p = |b| predicted(512, b, Precision::F32, false);
@@ -143,7 +141,6 @@ fn fit_takes_the_largest_divisor_that_fits() {
 
 #[test]
 fn fit_falls_back_to_bf16_then_checkpointing_then_both() {
-    let _serial = serial();
     let config = train::preset("mit-b0").unwrap().with_num_labels(2);
     // Composed kernels (CUDA) gain from every fallback; with the fused ones bf16 and
     // checkpointing save nothing, so only the f32 mode is ever chosen there.
@@ -197,7 +194,6 @@ fn fit_falls_back_to_bf16_then_checkpointing_then_both() {
 
 #[test]
 fn parses_memory_sizes() {
-    let _serial = serial();
     let gib = 1u64 << 30;
     for (text, bytes) in [
         ("8GiB", 8 * gib),

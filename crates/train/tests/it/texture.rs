@@ -13,6 +13,8 @@ use burn::backend::{Autodiff, Flex};
 use tiles::{RasterData, SegDataset, TextureOptions};
 use train::{RunOptions, TrainConfig};
 
+use crate::common::alone;
+
 type B = Autodiff<Flex>;
 
 /// IoU per class and pixel accuracy of a 2×2 confusion matrix `[truth][prediction]`.
@@ -71,6 +73,7 @@ fn per_pixel_colour_classifier(root: &Path) -> (f64, f64) {
 
 #[test]
 fn mit_b0_learns_stripe_orientation_that_colour_cannot_tell() {
+    alone!(mit_b0_learns_stripe_orientation_that_colour_cannot_tell);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("data");
     let report = tiles::prepare_texture(&TextureOptions {

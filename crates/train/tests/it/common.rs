@@ -1,9 +1,9 @@
-//! What the planner tests share: a counting global allocator (the peak live heap of the test
-//! binary), one measurement at a time, real training steps to measure, the prediction to set
-//! beside them and the ±10% check.
+//! What train's tests share: running a test alone in a child process, and for the planner
+//! tests a counting global allocator (the peak live heap of the process), real training steps
+//! to measure, the prediction to set beside them and the ±10% check.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Mutex;
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn::optim::GradientsParams;
@@ -11,6 +11,68 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, FloatDType, Int, Tensor};
 use segformer::Kernels;
 use train::{AdamW, AdamWConfig, KernelPath, MemoryPlan, PlanInput, Precision};
+
+/// Tells a child started by [`ran_alone`] which test it is there to run.
+const ALONE: &str = "SEGFIT_TEST_ALONE";
+
+/// The name the harness gives test `test` of module `module` (a `module_path!()`, which starts
+/// with the binary's root `it`), as `--exact` takes it: `training::resume_child`.
+pub fn test_name(module: &str, test: &str) -> String {
+    let (_, path) = module
+        .split_once("::")
+        .expect("a module below the test binary's root");
+    format!("{path}::{test}")
+}
+
+/// In the test process: runs test `test` of `module` again in a child process where it is the
+/// only test, asserts that it passed there, forwards what it printed, and returns true (the
+/// caller then returns). In that child: returns false, and the caller runs its body.
+///
+/// For the tests that must not share their process with the others of this binary, which run
+/// on the threads beside them: those whose outcome depends on the draws of burn-flex's one
+/// process-wide RNG (`B::seed`, weight initialisation, dropout and stochastic depth all take
+/// from it, so another test's draws would shift theirs), and those that measure the process's
+/// allocations. Use it through [`alone!`].
+pub fn ran_alone(module: &str, test: &str) -> bool {
+    let name = test_name(module, test);
+    if std::env::var(ALONE).is_ok_and(|v| v == name) {
+        return false;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name.as_str(),
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ALONE, &name)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    eprint!("{stderr}");
+    // A test name that matches nothing passes with "0 passed": require this one test.
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name} alone in a child process: {}\n{stdout}",
+        out.status
+    );
+    true
+}
+
+/// `alone!(test_fn)` at the top of `test_fn`: the rest of its body runs in a child process of
+/// its own ([`ran_alone`]).
+macro_rules! alone {
+    ($test:ident) => {
+        if $crate::common::ran_alone(module_path!(), stringify!($test)) {
+            return;
+        }
+    };
+}
+pub(crate) use alone;
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -57,17 +119,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// One test at a time: the counters are process-wide, so a measurement must not see another
-/// test's allocations (a panicking test's backtrace alone allocates ~90 MiB).
-static MEASURING: Mutex<()> = Mutex::new(());
-
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    MEASURING.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Peak live heap bytes of the second of two real training steps (the first allocates the
 /// AdamW moments) of a model whose layers run `kernels`, everything the process holds
-/// included, like the prediction.
+/// included, like the prediction. The counters are process-wide: call it only from a test
+/// that runs alone in its process ([`alone!`]), where no other test allocates meanwhile.
 pub fn measured_peak<B: AutodiffBackend>(
     kernels: Kernels,
     size: usize,

@@ -1,24 +1,24 @@
 //! The planner's recompute factors (what burn-cuda runs) against real training steps: the
 //! models here run `Kernels::Recompute` (burn's ops with segformer's recomputing attention and
-//! loss, no fused CPU kernels), and the counting allocator of `common` measures them.
-
-mod common;
+//! loss, no fused CPU kernels), and the counting allocator of `common` measures them in a child
+//! process of their own.
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
-use common::{check, measured_peak, predicted_for, serial};
 use segformer::Kernels;
 use train::{KernelPath, Precision};
+
+use crate::common::{alone, check, measured_peak, predicted_for};
 
 const KERNELS: Kernels = Kernels::Recompute;
 
 #[test]
 fn recompute_prediction_is_within_ten_percent_of_real_steps() {
+    alone!(recompute_prediction_is_within_ten_percent_of_real_steps);
     assert_eq!(
         train::Device::Cpu.kernel_path(KERNELS),
         KernelPath::Recompute
     );
-    let _serial = serial();
     let predicted = |size, batch, precision, ckpt| {
         predicted_for(KernelPath::Recompute, size, batch, precision, ckpt)
     };

@@ -10,6 +10,8 @@ use safetensors::SafeTensors;
 use segformer::Segformer;
 use train::{AdamW, AdamWConfig, GradScaler, RunOptions, TrainConfig};
 
+use crate::common::alone;
+
 type B = Autodiff<Flex>;
 
 fn fixture() -> (Segformer<B>, Tensor<B, 4>, Tensor<B, 3, Int>) {
@@ -133,6 +135,7 @@ fn planted_f16_overflow_skips_the_step_and_halves_the_scale() {
 
 #[test]
 fn bf16_training_reduces_the_loss() {
+    alone!(bf16_training_reduces_the_loss);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("data");
     tiles::prepare_synthetic(&tiles::SyntheticOptions {
