@@ -2,6 +2,7 @@
 
 mod albumentations_parity;
 mod albumentations_parity_extra;
+mod colour_special_cases;
 mod common;
 mod pipeline;
 mod processor;

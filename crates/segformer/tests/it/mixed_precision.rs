@@ -48,7 +48,14 @@ fn bf16_logits_are_close_to_f32() {
     let err = common::rel_err("bf16 logits", &bf16, &reference);
     eprintln!("bf16 logits relative error vs HF f32: {err:.3e}");
     assert!(err < 3e-2, "bf16 logits relative error {err:.3e}");
-    assert!(err > 1e-6, "bf16 should actually round (error {err:.3e})");
+    if segformer::cpu_has_bf16_kernels() {
+        assert!(err > 1e-6, "bf16 should actually round (error {err:.3e})");
+    } else {
+        // Without AVX512-BF16 the bf16 request computes in f32 (model.rs), so the result
+        // is the f32 one: as close to HF as f32 is.
+        eprintln!("this CPU has no bf16 kernels: the bf16 request ran in f32");
+        common::assert_close("bf16 logits (run in f32)", &bf16, &f32_out, common::EVAL);
+    }
     common::assert_close("f32 logits", &f32_out, &reference, common::EVAL);
 }
 

@@ -4,12 +4,10 @@
 //! (issue 31: HueSaturationValue gave grey pixels colour). References:
 //! `tests/data/albumentations-colour.*`, made by `tests/data/make_albumentations_colour.py`.
 
-mod common;
-
 use std::path::PathBuf;
 
 use augment::Pipeline;
-use common::{Tensors, f32s, max_abs_diff, pipeline, u8s};
+use crate::common::{Tensors, f32s, max_abs_diff, pipeline, u8s};
 use raster::{Raster, RasterData};
 use safetensors::SafeTensors;
 
