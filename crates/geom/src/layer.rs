@@ -120,7 +120,7 @@ impl Layer {
         };
         for f in features {
             let attrs = f.attributes;
-            layer.push(f.id, Some(Geometry::Polygons(f.geometry)), attrs);
+            layer.push(f.id, Some(Geometry::Polygons(f.geometry, false)), attrs);
         }
         layer
     }
@@ -220,9 +220,10 @@ impl Layer {
                 self.issues.skipped_not_polygonal.add(&id);
                 return;
             }
-            Some(Geometry::Polygons(p)) => p,
+            Some(Geometry::Polygons(p, unclosed)) => (p, unclosed),
         };
-        let (mut closed, mut dropped) = (false, false);
+        let (polygons, unclosed) = polygons;
+        let (mut closed, mut dropped) = (unclosed, false);
         let mut kept = Vec::with_capacity(polygons.0.len());
         for polygon in polygons {
             let (exterior, interiors) = polygon.into_inner();
@@ -261,8 +262,27 @@ impl Layer {
 
 /// A feature's geometry as a reader found it.
 pub(crate) enum Geometry {
-    Polygons(MultiPolygon<f64>),
+    /// The polygons, and whether some ring was not closed in the file (`geo_types` closes
+    /// rings as it builds polygons).
+    Polygons(MultiPolygon<f64>, bool),
     NotPolygonal,
+}
+
+/// A polygon of rings as read, noting in `unclosed` a ring whose last point is not its first.
+pub(crate) fn polygon(
+    mut rings: Vec<LineString<f64>>,
+    unclosed: &mut bool,
+) -> Option<Polygon<f64>> {
+    for r in &rings {
+        if r.0.len() > 1 && r.0.first() != r.0.last() {
+            *unclosed = true;
+        }
+    }
+    if rings.is_empty() {
+        return None;
+    }
+    let exterior = rings.remove(0);
+    Some(Polygon::new(exterior, rings))
 }
 
 /// The ring closed, `None` when it has a non-finite coordinate or fewer than 3 distinct points.

@@ -448,6 +448,10 @@ fn walk_edge<T: Copy>(p0: (f64, f64), p1: (f64, f64), band: &mut Band<'_, T>, va
             xe -= (ye - 0.0) / slope;
         }
     }
+    // NOTE: GDAL's y clip above can push the end far right of the raster (an edge leaving it
+    // through the top with `ye < y`), and GDAL then walks those columns burning nothing; the
+    // walk stops at the raster's right edge here, with the same pixels.
+    let xe = xe.min(w);
     let (band_lo, band_hi) = (
         band.first_row as i64,
         (band.first_row + band.rows) as i64 - 1,

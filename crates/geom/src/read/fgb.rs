@@ -66,7 +66,7 @@ pub fn read_flatgeobuf(name: &str, bytes: &[u8]) -> Result<Layer, GeomError> {
     Ok(layer)
 }
 
-fn polygon(g: &flatgeobuf::Geometry) -> Option<Polygon<f64>> {
+fn polygon(g: &flatgeobuf::Geometry, unclosed: &mut bool) -> Option<Polygon<f64>> {
     let xy = g.xy()?;
     let n = xy.len() / 2;
     let pt = |k: usize| Coord {
@@ -86,18 +86,28 @@ fn polygon(g: &flatgeobuf::Geometry) -> Option<Polygon<f64>> {
         rings.push(LineString((start..end).map(pt).collect()));
         start = end;
     }
-    let mut rings = rings.into_iter();
-    Some(Polygon::new(rings.next()?, rings.collect()))
+    crate::layer::polygon(rings, unclosed)
 }
 
 fn convert(g: &flatgeobuf::Geometry, kind: GeometryType) -> Geometry {
+    let mut unclosed = false;
     match kind {
-        GeometryType::Polygon => Geometry::Polygons(MultiPolygon(polygon(g).into_iter().collect())),
-        GeometryType::MultiPolygon => Geometry::Polygons(MultiPolygon(
-            g.parts()
-                .map(|parts| parts.iter().filter_map(|p| polygon(&p)).collect())
-                .unwrap_or_default(),
-        )),
+        GeometryType::Polygon => {
+            let p = polygon(g, &mut unclosed);
+            Geometry::Polygons(MultiPolygon(p.into_iter().collect()), unclosed)
+        }
+        GeometryType::MultiPolygon => {
+            let ps = g
+                .parts()
+                .map(|parts| {
+                    parts
+                        .iter()
+                        .filter_map(|p| polygon(&p, &mut unclosed))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Geometry::Polygons(MultiPolygon(ps), unclosed)
+        }
         _ => Geometry::NotPolygonal,
     }
 }

@@ -1,6 +1,7 @@
 //! GeoJSON: RFC 7946 (WGS84 lon/lat) unless a legacy top-level `crs` member names another CRS.
 
 use geo_types::{Coord, LineString, MultiPolygon, Polygon};
+
 use geojson::{GeoJson, JsonObject, Value};
 
 use crate::layer::Geometry;
@@ -133,33 +134,36 @@ fn ring(positions: &[Vec<f64>]) -> LineString<f64> {
     )
 }
 
-fn polygon(rings: &[Vec<Vec<f64>>]) -> Option<Polygon<f64>> {
-    let (first, rest) = rings.split_first()?;
-    Some(Polygon::new(
-        ring(first),
-        rest.iter().map(|r| ring(r)).collect(),
-    ))
+fn polygon(rings: &[Vec<Vec<f64>>], unclosed: &mut bool) -> Option<Polygon<f64>> {
+    crate::layer::polygon(rings.iter().map(|r| ring(r)).collect(), unclosed)
 }
 
 fn convert(value: &Value) -> Geometry {
+    let mut unclosed = false;
     match value {
         Value::Polygon(rings) => {
-            Geometry::Polygons(MultiPolygon(polygon(rings).into_iter().collect()))
+            let p = polygon(rings, &mut unclosed);
+            Geometry::Polygons(MultiPolygon(p.into_iter().collect()), unclosed)
         }
-        Value::MultiPolygon(polys) => Geometry::Polygons(MultiPolygon(
-            polys.iter().filter_map(|p| polygon(p)).collect(),
-        )),
+        Value::MultiPolygon(polys) => {
+            let ps = polys
+                .iter()
+                .filter_map(|p| polygon(p, &mut unclosed))
+                .collect();
+            Geometry::Polygons(MultiPolygon(ps), unclosed)
+        }
         Value::GeometryCollection(geoms) => {
             let mut out = Vec::new();
             let mut polygonal = false;
             for g in geoms {
-                if let Geometry::Polygons(mp) = convert(&g.value) {
+                if let Geometry::Polygons(mp, u) = convert(&g.value) {
                     polygonal = true;
+                    unclosed |= u;
                     out.extend(mp.0);
                 }
             }
             if polygonal {
-                Geometry::Polygons(MultiPolygon(out))
+                Geometry::Polygons(MultiPolygon(out), unclosed)
             } else {
                 Geometry::NotPolygonal
             }

@@ -140,7 +140,10 @@ fn shape(c: &[u8]) -> Result<Option<Geometry>, String> {
                 }
                 rings.push(LineString((start..end).map(pt).collect()));
             }
-            Ok(Some(Geometry::Polygons(organise(rings))))
+            let unclosed = rings
+                .iter()
+                .any(|r| r.0.len() > 1 && r.0.first() != r.0.last());
+            Ok(Some(Geometry::Polygons(organise(rings), unclosed)))
         }
         1 | 3 | 8 | 11 | 13 | 18 | 21 | 23 | 28 | 31 => Ok(Some(Geometry::NotPolygonal)),
         k => Err(format!("unknown shape type {k}")),
