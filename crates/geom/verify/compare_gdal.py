@@ -7,6 +7,9 @@ classes), writes them as GeoJSON (UTM with a legacy `crs` member, and RFC 7946 W
 Shapefile and FlatGeobuf, burns them with the `burn` example of crates/geom (whole scene and
 in bands of 37 rows) and with rasterio under both rules, and prints the differing pixels.
 
+Zones (districts with shared borders, one in two pieces) are compared with rasterio's zone
+raster under both rules, and per-district pixel counts and value sums with rasterstats.
+
 Usage: python compare_gdal.py BURN_BINARY REPROJECT_BINARY WORKDIR
 """
 import json
@@ -187,6 +190,58 @@ for name, path, geoms in cases:
                           + ", ".join(f"({y},{x},{got[y,x]},{ref[y,x]})" for y, x in list(zip(ys, xs))[:8]))
         if path == wgs_json:
             failures -= 4  # reported, not failed: see the note below
+
+# Zones: districts from a jittered 4x3 grid (shared borders, as districts have), one district
+# in two pieces, burned as zone indices; against rasterio (zone raster) and rasterstats
+# (per-district pixel counts and sums of a value raster, each feature rasterised on its own).
+from rasterstats import zonal_stats
+
+nx, ny = 4, 3
+jx = [[X0 + i * W * PX / nx + (rng.uniform(-300, 300) if 0 < i < nx else 0) for i in range(nx + 1)] for _ in range(ny + 1)]
+# Corner (i, j): x jittered per corner row, y slanted: no border is axis-aligned.
+corner = lambda i, j: (jx[j][i], Y0 - j * H * PX / ny + (37.3 * i if 0 < j < ny else 0))
+districts = []
+for j in range(ny):
+    for i in range(nx):
+        ring = [corner(i, j), corner(i + 1, j), corner(i + 1, j + 1), corner(i, j + 1)]
+        name = f"d{(j * nx + i) % 11}"  # d0 twice: one district in two pieces
+        districts.append((Polygon(ring), name))
+zones_json = WORK / "districts.geojson"
+fc = {"type": "FeatureCollection", "crs": {"type": "name", "properties": {"name": f"urn:ogc:def:crs:EPSG::{EPSG}"}},
+      "features": [{"type": "Feature", "properties": {"name": n}, "geometry": mapping(g)} for g, n in districts]}
+zones_json.write_text(json.dumps(fc))
+names = list(dict.fromkeys(n for _, n in districts))
+values = ((np.arange(H)[:, None] * 7 + np.arange(W)[None, :] * 3) % 11).astype(np.uint8)
+tif = WORK / "values.tif"
+with rasterio.open(tif, "w", driver="GTiff", width=W, height=H, count=1, dtype="uint8",
+                   crs=f"EPSG:{EPSG}", transform=north_up) as dst:
+    dst.write(values, 1)
+print()
+print(f"zones: {len(districts)} district features, {len(names)} names (d0 in two pieces), shared borders")
+for at in (False, True):
+    out = WORK / "zones.u32"
+    cmd = [str(BURN), str(zones_json), str(out), str(W), str(H), ",".join(repr(v) for v in north_up.to_gdal()),
+           f"EPSG:{EPSG}", "--field", "name", "--zones", "--band", "37"] + (["--all-touched"] if at else [])
+    subprocess.run(cmd, check=True)
+    ours = np.fromfile(out, dtype="<u4").reshape(H, W)
+    ref = rasterio.features.rasterize([(mapping(g), names.index(n) + 1) for g, n in districts],
+                                      out_shape=(H, W), transform=north_up, fill=0, all_touched=at, dtype="uint32")
+    ours1 = np.where(ours == 0xFFFFFFFF, 0, ours.astype(np.int64) + 1)
+    diff = int((ours1 != ref).sum())
+    failures += diff != 0
+    rule = "all_touched" if at else "centre"
+    print(f"zone raster vs rasterio, {rule:<11}: {diff} differing px")
+    if not at:
+        stats = zonal_stats(str(zones_json), str(tif), stats=["count", "sum"], all_touched=at, nodata=255)
+        worst = 0
+        for k, name in enumerate(names):
+            rs_count = sum(st["count"] for st, (_, n) in zip(stats, districts) if n == name)
+            rs_sum = sum(st["sum"] or 0 for st, (_, n) in zip(stats, districts) if n == name)
+            mask = ours == k
+            worst = max(worst, abs(int(mask.sum()) - rs_count), abs(int(values[mask].sum()) - int(rs_sum)))
+            print(f"  {name}: {int(mask.sum())} px, sum {int(values[mask].sum())}; rasterstats {rs_count} px, sum {int(rs_sum)}")
+        failures += worst != 0
+        print(f"  largest difference from rasterstats: {worst}")
 
 # proj4rs (geom) against PROJ (GDAL) on every vertex of the WGS84 layer.
 lon_lat = []
