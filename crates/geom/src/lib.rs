@@ -18,6 +18,14 @@
 //!   ignore ([`Unlabelled`]) and an optional survey extent. [`Zones`] does the same with zone
 //!   indices, for per-zone sums.
 //!
+//! Where we differ from `gdal_rasterize`, on purpose:
+//! - Unclosed rings are closed (and reported); GDAL would leave the closing edge out of the
+//!   `all_touched` walk.
+//! - Where GDAL's edge walk writes a pixel right of the raster's last column (it then lands in
+//!   the next row of GDAL's buffer) or walks columns right of the raster, we stop at the border.
+//! - Reprojection is proj4rs, within 1.4 nm of PROJ on a UTM zone (`verify/compare-gdal.txt`):
+//!   only vertices within that distance of a pixel centre line can burn differently.
+//!
 //! ```
 //! use geom::{read_geojson, ClassMapping, Crs, LabelOptions, Labels, Overlap, SceneGrid,
 //!            Unlabelled, IGNORE};
