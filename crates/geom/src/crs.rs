@@ -1,6 +1,10 @@
-//! The CRS of a class map, read from its GeoKeys (GeoTIFF 1.0 key ids) and the bundled EPSG table.
+//! Coordinate reference systems: read from a raster's GeoKeys (GeoTIFF 1.0 key ids), from an
+//! EPSG code or a user's string (`EPSG:32648`), or from a layer's WKT, through the bundled EPSG
+//! table of `crs-definitions`.
 
 use raster::GeoRef;
+
+use crate::GeomError;
 
 const MODEL_TYPE: u16 = 1024;
 const CITATION: u16 = 1026;
@@ -74,6 +78,105 @@ pub enum Crs {
 }
 
 impl Crs {
+    /// WGS 84 longitude/latitude in degrees (EPSG:4326), the CRS of RFC 7946 GeoJSON.
+    pub fn wgs84() -> Crs {
+        Crs::from_epsg(4326).expect("EPSG:4326 is in the bundled table")
+    }
+
+    /// The CRS of an EPSG code from the bundled table, `None` when the table lacks it (or it
+    /// is neither a projected nor a geographic 2-D CRS).
+    pub fn from_epsg(code: u32) -> Option<Crs> {
+        let def = u16::try_from(code)
+            .ok()
+            .and_then(crs_definitions::from_code)?;
+        let name = wkt_name(def.wkt).unwrap_or_else(|| format!("EPSG:{code}"));
+        if def.wkt.starts_with("PROJCS[") {
+            Some(Crs::Projected {
+                epsg: Some(code),
+                name,
+                metres_per_unit: wkt_last_unit(def.wkt)?,
+            })
+        } else if def.wkt.starts_with("GEOGCS[") {
+            // The table gives radians per unit (0.0174532925199433 for degrees).
+            let deg = wkt_last_unit(def.wkt)?.to_degrees();
+            let deg = if (deg - deg.round()).abs() < 1e-9 && deg.round() != 0.0 {
+                deg.round()
+            } else {
+                deg
+            };
+            Some(Crs::Geographic {
+                epsg: Some(code),
+                name,
+                ellipsoid: wkt_spheroid(def.wkt).unwrap_or_else(Ellipsoid::wgs84),
+                degrees_per_unit: deg,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// A CRS as a user writes it: `EPSG:32648`, `epsg:4326`, an OGC URN
+    /// (`urn:ogc:def:crs:EPSG::32648`, `urn:ogc:def:crs:OGC:1.3:CRS84`) or WKT (see
+    /// [`from_wkt`](Self::from_wkt)).
+    pub fn parse(text: &str) -> Result<Crs, GeomError> {
+        let t = text.trim();
+        let unknown = |why: String| GeomError::UnknownCrs {
+            crs: t.to_string(),
+            why,
+        };
+        if t.contains('[') {
+            return Crs::from_wkt(t);
+        }
+        let lower = t.to_ascii_lowercase();
+        if lower.ends_with("crs84") || lower.ends_with("crs:84") {
+            return Ok(Crs::wgs84());
+        }
+        let code = lower
+            .strip_prefix("epsg:")
+            .or_else(|| lower.strip_prefix("urn:ogc:def:crs:epsg::"))
+            .or_else(|| {
+                lower
+                    .strip_prefix("urn:ogc:def:crs:epsg:")
+                    .and_then(|r| r.rsplit(':').next())
+            })
+            .or_else(|| lower.strip_prefix("http://www.opengis.net/def/crs/epsg/0/"))
+            .ok_or_else(|| unknown("expected EPSG:<code>, an OGC URN or WKT".into()))?;
+        let code: u32 = code
+            .trim()
+            .parse()
+            .map_err(|_| unknown(format!("`{code}` is not an EPSG code")))?;
+        Crs::from_epsg(code).ok_or_else(|| {
+            unknown(format!(
+                "EPSG:{code} is not a 2-D projected or geographic CRS of the bundled EPSG table"
+            ))
+        })
+    }
+
+    /// The CRS a WKT string (a Shapefile's `.prj`, WKT1 or WKT2) describes, resolved to an
+    /// EPSG code: the outermost `AUTHORITY["EPSG",…]`/`ID["EPSG",…]` when present, else the
+    /// names and parameters of common CRSs written without one (ESRI's `GCS_WGS_1984`,
+    /// `WGS_1984_UTM_Zone_48N`, NAD83 and ETRS89 UTM zones, Web Mercator, and any
+    /// Transverse Mercator on WGS 84 with UTM parameters).
+    pub fn from_wkt(wkt: &str) -> Result<Crs, GeomError> {
+        crate::wkt::resolve(wkt)
+    }
+
+    /// The CRS of a raster's GeoKeys, or why none usable for areas can be read from them, as
+    /// what the raster "has" (`has GeoKeys that name no CRS`).
+    pub fn from_geokeys(geo: &GeoRef) -> Result<Crs, String> {
+        crs_from_geokeys(geo)
+    }
+
+    /// The proj4 definition from the bundled EPSG table, when the CRS has a code there.
+    pub fn proj4(&self) -> Option<&'static str> {
+        self.epsg().and_then(proj4_of)
+    }
+
+    /// Whether the CRS is geographic (coordinates are longitude, latitude).
+    pub fn is_geographic(&self) -> bool {
+        matches!(self, Crs::Geographic { .. })
+    }
+
     /// `EPSG:32648 (WGS 84 / UTM zone 48N)`, or the name alone without a code.
     pub fn describe(&self) -> String {
         match (self.epsg(), self.name()) {
@@ -90,16 +193,16 @@ impl Crs {
         }
     }
 
-    fn name(&self) -> &str {
+    /// The CRS's name (`WGS 84 / UTM zone 48N`).
+    pub fn name(&self) -> &str {
         match self {
             Crs::Projected { name, .. } | Crs::Geographic { name, .. } => name,
         }
     }
 }
 
-/// The CRS the GeoKeys describe, or why none usable for areas can be read from them, as what
-/// the class map "has" (`has GeoKeys that name no CRS`).
-pub(crate) fn crs_from_geokeys(geo: &GeoRef) -> Result<Crs, String> {
+/// See [`Crs::from_geokeys`].
+fn crs_from_geokeys(geo: &GeoRef) -> Result<Crs, String> {
     let keys = GeoKeys::parse(geo);
     let model = keys.short(MODEL_TYPE).or_else(|| {
         if keys.short(PROJECTED_CS_TYPE).is_some() {
@@ -226,7 +329,7 @@ fn ellipsoid_by_code(code: u16) -> Option<Ellipsoid> {
 }
 
 /// `WGS 84 / UTM zone 48N` from `PROJCS["WGS 84 / UTM zone 48N",…`.
-fn wkt_name(wkt: &str) -> Option<String> {
+pub(crate) fn wkt_name(wkt: &str) -> Option<String> {
     let start = wkt.find("[\"")? + 2;
     let len = wkt[start..].find('"')?;
     Some(wkt[start..start + len].to_string())
@@ -253,7 +356,7 @@ fn wkt_spheroid(wkt: &str) -> Option<Ellipsoid> {
 }
 
 /// The proj4 definition of an EPSG code from the bundled table.
-pub(crate) fn proj4_of(code: u32) -> Option<&'static str> {
+fn proj4_of(code: u32) -> Option<&'static str> {
     u16::try_from(code)
         .ok()
         .and_then(crs_definitions::from_code)
