@@ -276,34 +276,49 @@ fn serve_connection(conn: TcpStream, state: &State) {
         state.max_in_flight.fetch_max(now, Ordering::SeqCst);
         let delay = *state.delay.lock().unwrap();
         std::thread::sleep(delay);
-        let keep = answer(&mut out, state, &headers, &mut req);
-        state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let reply = answer(state, &headers, &mut req);
+        // Logged before the client can see the answer, so a client that got it finds it.
         state.log.lock().unwrap().push(req);
-        if !keep {
+        let sent = out
+            .write_all(reply.head.as_bytes())
+            .and_then(|_| out.write_all(&reply.body))
+            .and_then(|_| out.flush());
+        state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if sent.is_err() || reply.close {
             let _ = out.shutdown(Shutdown::Both);
             return;
         }
     }
 }
 
-/// Writes the answer to one request; `false` when the connection must close.
-fn answer(
-    out: &mut TcpStream,
-    state: &State,
-    headers: &HashMap<String, String>,
-    req: &mut Request,
-) -> bool {
-    let empty = |out: &mut TcpStream, status: &str| {
-        write!(out, "HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").is_ok()
-    };
+/// What to send back for one request.
+struct Reply {
+    head: String,
+    body: Vec<u8>,
+    /// Close the connection after sending.
+    close: bool,
+}
+
+impl Reply {
+    fn empty(status: &str) -> Self {
+        Reply {
+            head: format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n"),
+            body: Vec::new(),
+            close: false,
+        }
+    }
+}
+
+/// The answer to one request; fills in `req`'s status, range and bytes.
+fn answer(state: &State, headers: &HashMap<String, String>, req: &mut Request) -> Reply {
     if req.fault == Some(Fault::Unavailable) {
         req.status = 503;
-        return empty(out, "503 Service Unavailable");
+        return Reply::empty("503 Service Unavailable");
     }
     let body = state.objects.lock().unwrap().get(&req.path).cloned();
     let Some(body) = body else {
         req.status = 404;
-        return empty(out, "404 Not Found");
+        return Reply::empty("404 Not Found");
     };
     let len = body.len();
     let (status, start, end) = match headers.get("range") {
@@ -311,11 +326,12 @@ fn answer(
             Some((s, e)) if s < e => (206, s, e),
             _ => {
                 req.status = 416;
-                return write!(
-                    out,
-                    "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\n\r\n"
-                )
-                .is_ok();
+                let mut reply = Reply::empty("416 Range Not Satisfiable");
+                reply.head = format!(
+                    "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\n\
+                     Content-Length: 0\r\n\r\n"
+                );
+                return reply;
             }
         },
         None => (200, 0, len),
@@ -341,24 +357,30 @@ fn answer(
         ));
     }
     head.push_str("\r\n");
-    if out.write_all(head.as_bytes()).is_err() {
-        return false;
-    }
     if req.method == "HEAD" {
-        return true;
+        return Reply {
+            head,
+            body: Vec::new(),
+            close: false,
+        };
     }
-    let Ok(data) = body.read(start, end) else {
-        return false;
+    let Ok(mut data) = body.read(start, end) else {
+        return Reply {
+            close: true,
+            ..Reply::empty("500 Internal Server Error")
+        };
     };
-    if req.fault == Some(Fault::Drop) {
-        let half = &data[..data.len() / 2];
-        let _ = out.write_all(half);
-        let _ = out.flush();
-        req.bytes = half.len() as u64;
-        return false;
+    let close = req.fault == Some(Fault::Drop);
+    if close {
+        // The headers announce the whole body; half of it comes, then the connection closes.
+        data.truncate(data.len() / 2);
     }
     req.bytes = data.len() as u64;
-    out.write_all(&data).is_ok()
+    Reply {
+        head,
+        body: data,
+        close,
+    }
 }
 
 #[cfg(test)]
