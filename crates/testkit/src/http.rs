@@ -19,7 +19,8 @@ use std::time::Duration;
 pub enum Fault {
     /// `503 Service Unavailable`, connection kept.
     Unavailable,
-    /// The right headers and half of the body, then the connection is closed.
+    /// The right headers and half of the body, then the connection is closed (for a `HEAD`,
+    /// closed before any answer).
     Drop,
 }
 
@@ -358,6 +359,14 @@ fn answer(state: &State, headers: &HashMap<String, String>, req: &mut Request) -
     }
     head.push_str("\r\n");
     if req.method == "HEAD" {
+        if req.fault == Some(Fault::Drop) {
+            // No body to cut short: the connection closes before any answer.
+            return Reply {
+                head: String::new(),
+                body: Vec::new(),
+                close: true,
+            };
+        }
         return Reply {
             head,
             body: Vec::new(),
