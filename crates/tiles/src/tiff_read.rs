@@ -122,7 +122,7 @@ impl ChunkedReader {
         let mut file = remote.open(url)?;
         // The header and IFDs: the first block holds them in a cloud-optimised GeoTIFF.
         let block = remote.options().block_bytes as u64;
-        file.prefetch(&[0..block])?;
+        file.prefetch(std::slice::from_ref(&(0..block)))?;
         let slot = Arc::new(Mutex::new(None));
         let input = Input::Remote(Box::new(file), Arc::clone(&slot));
         let mut reader = Self::from_input(Path::new(url), input, Some(slot))?;

@@ -133,7 +133,7 @@ fn failures_are_retried_with_backoff_and_the_last_one_names_the_url() {
     let mut f = remote.open(&url).unwrap();
     server.fail_next(Fault::Drop);
     server.fail_next(Fault::Unavailable);
-    f.prefetch(&[1000..60_000]).unwrap();
+    f.prefetch(std::slice::from_ref(&(1000..60_000))).unwrap();
     let mut buf = vec![0; 59_000];
     f.seek(SeekFrom::Start(1000)).unwrap();
     f.read_exact(&mut buf).unwrap();
@@ -148,7 +148,7 @@ fn failures_are_retried_with_backoff_and_the_last_one_names_the_url() {
     let mut f = strict.open(&url).unwrap();
     server.fail_next(Fault::Unavailable);
     server.fail_next(Fault::Drop);
-    let err = f.prefetch(&[0..5000]).unwrap_err();
+    let err = f.prefetch(std::slice::from_ref(&(0..5000))).unwrap_err();
     assert!(
         matches!(
             &err,
