@@ -9,7 +9,9 @@
 //! cargo run --release -p tiles --example read_remote -- local /tmp/s8000.tif
 //! cargo run --release -p tiles --example read_remote -- http /tmp/s8000.tif
 //! ```
-//! Run each mode in a fresh process: the peak RSS is the process's (`VmHWM`).
+//! Run each mode in a fresh process: the peak RSS is the process's (`VmHWM`). The checksum
+//! (the sum of all samples) is the same both ways; for a COG made by GDAL,
+//! `bench/make_gdal_cog.py` prints the sum rasterio reads.
 
 use std::path::Path;
 use std::time::Instant;
