@@ -5,7 +5,8 @@
 //! Everything that touches files for training lives here, so `augment` and `segformer` stay pure.
 //! Scenes are read a window at a time ([`WindowSource`]): a GeoTIFF from disk or by URL
 //! (`https://`, `s3://`, `gs://`, `az://`: range requests through [`Remote`]) with
-//! [`ChunkedReader`], or a STAC item's assets stacked band by band with [`BandStack`].
+//! [`ChunkedReader`], or a STAC item's assets stacked band by band with [`BandStack`];
+//! [`SceneInput`] lists the scenes an argument names and opens each.
 //!
 //! ```
 //! use tiles::{LabelMap, SegDataset, SyntheticOptions, prepare_synthetic};
@@ -66,6 +67,7 @@ mod cog;
 mod dataset;
 mod error;
 mod fsutil;
+mod input;
 mod io;
 mod labels;
 mod meta;
@@ -85,6 +87,7 @@ pub use burn_dataset::Dataset;
 pub use cog::{CogOptions, CogWriter, OverviewResampling};
 pub use dataset::{SampleError, SampleResult, SegDataset};
 pub use error::TilesError;
+pub use input::SceneInput;
 pub use io::{read_image, read_mask, write_mask_png, write_png};
 pub use labels::{LabelClass, LabelMap};
 pub use meta::{DATASET_JSON, DatasetMeta, TileRecord};

@@ -10,8 +10,8 @@ use std::time::Duration;
 use testkit::http::{Fault, RangeServer};
 use tiles::{
     BandStack, ChunkedReader, CogOptions, CogWriter, GeoRef, Raster, RasterData, RasterShape,
-    Remote, RemoteError, RemoteOptions, SampleKind, StackOptions, TilesError, WindowSource,
-    parse_stac, read_stac,
+    Remote, RemoteError, RemoteOptions, SampleKind, SceneInput, StackOptions, TilesError,
+    WindowSource, parse_stac, read_stac,
 };
 
 /// UTM 48N, the CRS of Sentinel-2 tiles over the Mekong delta.
@@ -436,6 +436,15 @@ fn a_stac_item_served_over_http_stacks_like_the_local_multiband_geotiff() {
         );
     }
     assert_eq!(stack.read_window(0, 0, w, h).unwrap().data, expected.data);
+    // The way a binary takes it: the scenes an argument names, each opened when its turn comes.
+    let scenes = SceneInput::list(&server.url("stac/item.json"), &remote).unwrap();
+    assert_eq!(scenes.len(), 1);
+    assert_eq!(scenes[0].name(), "S2A_48PXS_20240115");
+    let mut scene = scenes[0].open(&options, &remote).unwrap();
+    assert_eq!(
+        scene.read_window(33, 44, 100, 90).unwrap().data,
+        local.read_window(33, 44, 100, 90).unwrap().data
+    );
     // The same item from the local file (relative hrefs resolve next to it), as an
     // ItemCollection.
     let collection = format!(
