@@ -6,6 +6,7 @@
 //! the item's `properties.eo:bands`), its STAC 1.1 `bands` (`eo:common_name`), or, for an
 //! asset that describes none, the item's `properties.eo:bands` / `bands`.
 
+mod resample;
 mod stack;
 
 use std::collections::BTreeMap;
