@@ -8,6 +8,7 @@ mod hf_reference;
 mod labels;
 mod masks;
 mod nodata;
+mod remote;
 mod scene_splits;
 mod scenes;
 mod stats;
