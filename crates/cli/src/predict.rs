@@ -15,8 +15,8 @@ use crate::device::on_device;
 use crate::model_source::ModelSource;
 use crate::npy;
 use crate::output::{
-    NODATA_CLASS, SceneOutputs, check_nodata_room, classes_with_nodata, probabilities_hwc,
-    resolve_nodata, stem_of,
+    SceneOutputs, check_nodata_room, classes_with_nodata, probabilities_hwc, resolve_nodata,
+    stem_of,
 };
 use crate::scene::{SceneJob, predict_scene};
 use infer::{Windows, classes_of, predict_windows};
@@ -311,7 +311,7 @@ fn predict_tensor<B: Backend>(
 }
 
 /// Writes the mask (and the optional rasters and answers) of `job`'s file; returns the mask's
-/// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`] and NaN
+/// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`](crate::output::NODATA_CLASS) and NaN
 /// probabilities, both declared in the GeoTIFFs' `GDAL_NODATA` (the input's own nodata is
 /// never copied: it may be a class).
 fn write_outputs(
@@ -431,4 +431,3 @@ fn list_images(input: &Path) -> Result<Vec<PathBuf>> {
     );
     Ok(files)
 }
-

@@ -13,7 +13,7 @@ use augment::SegformerProcessor;
 use burn::tensor::backend::Backend;
 use infer::{Windows, predict_streaming};
 use segformer::Segformer;
-use tiles::{ChunkedReader, RasterData};
+use tiles::ChunkedReader;
 
 use crate::answers::{AnswerSpec, Finished};
 use crate::output::{SceneOutputs, classes_with_nodata, resolve_nodata, stem_of};
@@ -122,7 +122,7 @@ pub fn predict_scene<B: Backend>(
 mod tests {
     use super::*;
     use burn::backend::Flex;
-    use tiles::Raster;
+    use tiles::{Raster, RasterData};
 
     /// `predict_scene` itself (the e2e test compares the binary's two paths): the streamed,
     /// windowed read gives the classes of the whole image blended in memory.

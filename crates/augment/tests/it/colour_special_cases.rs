@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use augment::Pipeline;
 use crate::common::{Tensors, f32s, max_abs_diff, pipeline, u8s};
+use augment::Pipeline;
 use raster::{Raster, RasterData};
 use safetensors::SafeTensors;
 
