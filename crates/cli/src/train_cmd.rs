@@ -99,7 +99,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         resume,
         kernels: args.kernels,
     };
-    eprintln!(
+    // On stdout, like the summary: stderr carries only the one error line when the device or
+    // a setting is refused (train::run checks both before any work).
+    println!(
         "training {} into {} on {}",
         config_path.display(),
         run_dir.display(),
