@@ -51,7 +51,7 @@ commands:
   train [--config FILE] [--set KEY=VALUE…] [--output RUN_DIR] [--device cpu|cuda[:N]|wgpu[:N]]
                      prepare the synthetic data if missing, then train (default config
                      configs/synthetic-quick.toml) into runs/<config name>
-  bench speed [CASE…] [--steps N] [--json FILE] [--pytorch shared/bench/pytorch_ref.py]
+  bench speed [CASE…] [--steps N] [--json FILE] [--pytorch crates/train/bench/pytorch_ref.py]
                      MiT-B0 train/inference throughput (release build), with PyTorch side by side
                      when a Python with torch + transformers is given
   bench speed --loop [--epochs N] [--pytorch] [--json FILE] [--keep DIR]

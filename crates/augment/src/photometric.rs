@@ -63,9 +63,9 @@ fn apply_luts<T: Copy + PartialEq + Into<usize>, L: AsRef<[T]>>(v: &mut [T], lut
 }
 
 /// Mean of all samples (for brightness relative to the image mean).
-pub(crate) fn mean(data: &RasterData) -> f32 {
-    fn m<T: Pixel>(v: &[T]) -> f32 {
-        (v.iter().map(|s| s.to_f32() as f64).sum::<f64>() / v.len().max(1) as f64) as f32
+pub(crate) fn mean(data: &RasterData) -> f64 {
+    fn m<T: Pixel>(v: &[T]) -> f64 {
+        v.iter().map(|s| s.to_f32() as f64).sum::<f64>() / v.len().max(1) as f64
     }
     match data {
         RasterData::U8(v) => m(v),

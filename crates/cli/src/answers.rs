@@ -15,7 +15,7 @@ use vector::{
     ClassStats, GeoJsonWriter, Grid, OutputCrs, Polygonizer, Region, StatsReport, VectorOptions,
 };
 
-use crate::scene::NODATA_CLASS;
+use crate::output::NODATA_CLASS;
 
 /// The answer outputs of `segfit predict`.
 #[derive(Args, Debug, Clone, Default)]

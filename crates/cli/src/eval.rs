@@ -8,7 +8,7 @@ use clap::Args;
 use infer::{ConfusionMatrix, SegMetrics, Tta};
 use tiles::SegDataset;
 
-use crate::device::{DeviceArg, KernelsArg, on_device};
+use crate::device::on_device;
 use crate::model_source::ModelSource;
 
 /// Arguments of `segfit eval`.
@@ -36,11 +36,11 @@ pub struct EvalArgs {
     pub tta: Tta,
     /// Where the model runs: cpu, wgpu or wgpu:N (Vulkan/Metal/DX12), cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
-    pub device: DeviceArg,
+    pub device: train::Device,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
     /// kernels) or composed (burn's plain composition, for comparison).
     #[arg(long, default_value = "auto")]
-    pub kernels: KernelsArg,
+    pub kernels: segformer::Kernels,
 }
 
 /// Runs `segfit eval`.
@@ -51,7 +51,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 }
 
 fn eval_on<B: Backend>(args: &EvalArgs, source: &ModelSource, device: &B::Device) -> Result<()> {
-    let model = source.load::<B>(device)?.with_kernels(args.kernels.0);
+    let model = source.load::<B>(device)?.with_kernels(args.kernels);
     crate::host::check_inference(
         &crate::host::host(),
         args.batch_size,

@@ -8,7 +8,8 @@ use clap::Args;
 
 use tiles::SampleKind;
 
-use crate::model_source::{HF_PREPROCESSOR_CONFIG, ModelSource, hf_preprocessor_config};
+use crate::hf_preprocessor::{HF_PREPROCESSOR_CONFIG, hf_preprocessor_config};
+use crate::model_source::ModelSource;
 
 /// Arguments of `segfit export`.
 #[derive(Args, Debug)]

@@ -2,14 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use train::{
-    Allocator, KernelPath, LoaderInput, MemoryPlan, PlanInput, PlanInputTemplate, Precision,
-    fit_whole_process, parse_bytes,
+    Allocator, KernelPath, LoaderInput, LossName, MemoryPlan, PlanInput, PlanInputTemplate,
+    Precision, fit_whole_process, parse_bytes,
 };
 
-use crate::device::KernelsArg;
 use crate::host::{check_batch, check_flag};
 
 /// Arguments of `segfit plan`.
@@ -26,7 +25,7 @@ pub struct PlanArgs {
     batch: usize,
     /// Precision: f32, bf16 or f16.
     #[arg(long, default_value = "f32")]
-    precision: String,
+    precision: Precision,
     /// Recompute activations in backward (Burn's balanced checkpointing).
     #[arg(long)]
     checkpointing: bool,
@@ -41,11 +40,11 @@ pub struct PlanArgs {
     /// memory pool. NOTE: the live bytes are calibrated on the CPU backend and the pool's
     /// reserve on burn-wgpu over lavapipe (software Vulkan); no real GPU has measured them yet.
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: train::Device,
     /// The model's kernels: auto, recompute (no fused CPU kernels) or composed (burn's plain
     /// composition); segformer resolves the choice for --device.
     #[arg(long, default_value = "auto")]
-    kernels: KernelsArg,
+    kernels: segformer::Kernels,
     /// A memory budget (e.g. 8GiB): choose micro-batch, accumulation, precision and
     /// checkpointing so the predicted peak fits while keeping --effective-batch.
     #[arg(long)]
@@ -79,31 +78,30 @@ const MAX_LABELS: usize = 1 << 16;
 /// Input bands at most (`--bands`).
 const MAX_BANDS: usize = 1024;
 
-/// `--loss` and `--class-weights` as the planner's [`segformer::SegLoss`].
+/// `--loss` and `--class-weights` as the planner's [`segformer::SegLoss`]: the `[loss]` table
+/// they stand for, resolved as a run resolves it.
 fn plan_loss(a: &PlanArgs) -> Result<segformer::SegLoss> {
-    use segformer::{LossKind, LossTerm};
     let terms = a
         .loss
         .split('+')
         .map(|t| {
-            let kind = match t.trim().to_ascii_lowercase().as_str() {
-                "ce" => LossKind::CrossEntropy,
-                "dice" => LossKind::Dice { smooth: 0.0 },
-                "focal" => LossKind::Focal { gamma: 2.0 },
-                "lovasz" => LossKind::Lovasz,
-                other => bail!(
-                    "--loss `{}`: `{other}` is not a loss; use ce, dice, focal or lovasz, joined \
-                     by + (e.g. ce+dice)",
+            let kind = t.parse::<LossName>().map_err(|e| {
+                anyhow::anyhow!(
+                    "--loss `{}`: {e}; join losses with + (e.g. ce+dice)",
                     a.loss
-                ),
-            };
-            Ok(LossTerm { kind, weight: 1.0 })
+                )
+            })?;
+            Ok(train::LossTermConfig { kind, weight: 1.0 })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(segformer::SegLoss {
-        terms,
-        class_weights: a.class_weights.then(|| vec![1.0; a.num_labels]),
-    })
+    let loss = train::LossConfig {
+        terms: Some(terms),
+        class_weights: a
+            .class_weights
+            .then(|| train::ClassWeights::List(vec![1.0; a.num_labels])),
+        ..Default::default()
+    };
+    Ok(loss.resolve(a.num_labels, None)?)
 }
 
 fn parse_size(s: &str) -> Result<(usize, usize)> {
@@ -129,17 +127,8 @@ fn parse_size(s: &str) -> Result<(usize, usize)> {
 
 pub fn run(a: &PlanArgs) -> Result<()> {
     let (height, width) = parse_size(&a.size)?;
-    let precision = match a.precision.to_ascii_lowercase().as_str() {
-        "f32" | "fp32" => Precision::F32,
-        "bf16" => Precision::Bf16,
-        "f16" | "fp16" => Precision::F16,
-        other => bail!("--precision `{other}` is not one of f32, bf16, f16"),
-    };
-    let device = a
-        .device
-        .parse::<train::Device>()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let kernels = device.kernel_path(a.kernels.0);
+    let (precision, device) = (a.precision, a.device);
+    let kernels = device.kernel_path(a.kernels);
     check_batch("--batch", a.batch)?;
     if let Some(n) = a.effective_batch {
         check_batch("--effective-batch", n)?;
@@ -161,7 +150,7 @@ pub fn run(a: &PlanArgs) -> Result<()> {
             .then(|| PathBuf::from(&a.model)),
         drop_path_rate: None,
         classifier_dropout_prob: None,
-        input_adapt: "repeat".into(),
+        input_adapt: Default::default(),
     };
     let config =
         train::model_config(&model_cfg, &names, a.bands).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -8,16 +8,18 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use clap::Args;
 use segformer::Segformer;
-use tiles::{GeoRef, Mask, Raster, RasterData};
+use tiles::{GeoRef, Mask, Raster, RasterData, is_tiff};
 
 use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names};
-use crate::device::{DeviceArg, KernelsArg, on_device};
+use crate::device::on_device;
 use crate::model_source::ModelSource;
 use crate::npy;
-use crate::scene::{
-    NODATA_CLASS, SceneJob, SceneOutputs, classes_with_nodata, predict_scene, probabilities_hwc,
+use crate::output::{
+    SceneOutputs, check_nodata_room, classes_with_nodata, probabilities_hwc, resolve_nodata,
+    stem_of,
 };
-use infer::{Windows, class_colour, classes_of, predict_windows};
+use crate::scene::{SceneJob, predict_scene};
+use infer::{Windows, classes_of, predict_windows};
 
 /// Arguments of `segfit predict`.
 #[derive(Args, Debug)]
@@ -82,11 +84,11 @@ pub struct PredictArgs {
     pub answers: AnswerArgs,
     /// Where the model runs: cpu, wgpu or wgpu:N (Vulkan/Metal/DX12), cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
-    pub device: DeviceArg,
+    pub device: train::Device,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
     /// kernels) or composed (burn's plain composition, for comparison).
     #[arg(long, default_value = "auto")]
-    pub kernels: KernelsArg,
+    pub kernels: segformer::Kernels,
 }
 
 /// Runs `segfit predict`.
@@ -107,7 +109,7 @@ fn predict_on<B: Backend>(
     source: &ModelSource,
     device: &B::Device,
 ) -> Result<()> {
-    let model = source.load::<B>(device)?.with_kernels(args.kernels.0);
+    let model = source.load::<B>(device)?.with_kernels(args.kernels);
     let tile = args
         .tile
         .map(|t| [t, t])
@@ -308,38 +310,8 @@ fn predict_tensor<B: Backend>(
     Ok(())
 }
 
-/// The nodata value of `file`: `--nodata` (checked once up front), else its `GDAL_NODATA`,
-/// checked against the model's classes.
-pub(crate) fn resolve_nodata(
-    k: usize,
-    flag: Option<f64>,
-    geo: Option<&GeoRef>,
-    file: &Path,
-) -> Result<Option<f64>> {
-    let tag = geo.and_then(|g| g.nodata);
-    if let (None, Some(nd)) = (flag, tag) {
-        check_nodata_room(
-            k,
-            &format!("{} declares GDAL_NODATA {nd}", file.display()),
-            "unset it (gdal_edit.py -unsetnodata)",
-        )?;
-    }
-    Ok(flag.or(tag))
-}
-
-/// Fails when a `k`-class model uses [`NODATA_CLASS`] as a class index; `source` says where the
-/// nodata value came from, `fix` how to do without it.
-pub(crate) fn check_nodata_room(k: usize, source: &str, fix: &str) -> Result<()> {
-    ensure!(
-        k <= NODATA_CLASS as usize,
-        "{source}: nodata pixels get {NODATA_CLASS} in the class map, but this model's {k} classes \
-         include {NODATA_CLASS}; {fix}, or use a model of at most {NODATA_CLASS} classes"
-    );
-    Ok(())
-}
-
 /// Writes the mask (and the optional rasters and answers) of `job`'s file; returns the mask's
-/// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`] and NaN
+/// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`](crate::output::NODATA_CLASS) and NaN
 /// probabilities, both declared in the GeoTIFFs' `GDAL_NODATA` (the input's own nodata is
 /// never copied: it may be a class).
 fn write_outputs(
@@ -393,7 +365,7 @@ fn write_outputs(
     };
     if args.overlay {
         let path = args.output.join(format!("{stem}_overlay.png"));
-        let mut picture = overlay(image, &classes, holes.as_deref());
+        let mut picture = infer::overlay(image, &classes, holes.as_deref());
         draw_outlines(&mut picture, &finished.outlines);
         tiles::write_png(&path, &picture).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -440,54 +412,7 @@ fn draw_outlines(picture: &mut Raster, regions: &[vector::Region]) {
     }
 }
 
-/// The image (first three bands, contrast-stretched unless 8-bit, over its valid pixels) with
-/// class colours at 50% (class 0, the background, left unpainted); nodata pixels (`holes`) are
-/// black.
-fn overlay(image: &Raster, classes: &[u8], holes: Option<&[bool]>) -> Raster {
-    let is_hole = |i: usize| holes.is_some_and(|h| h[i]);
-    let (h, w, b) = (image.height, image.width, image.bands);
-    let bands: Vec<usize> = (0..3).map(|i| i.min(b - 1)).collect();
-    let values = image.to_f32();
-    let range: Vec<(f32, f32)> = bands
-        .iter()
-        .map(|&band| {
-            if matches!(image.data, RasterData::U8(_)) {
-                return (0.0, 255.0);
-            }
-            let it = values
-                .iter()
-                .skip(band)
-                .step_by(b)
-                .enumerate()
-                .filter(|&(i, v)| v.is_finite() && !is_hole(i))
-                .map(|(_, &v)| v);
-            let (lo, hi) = it.fold((f32::INFINITY, f32::NEG_INFINITY), |(l, u), v| {
-                (l.min(v), u.max(v))
-            });
-            (lo, if hi > lo { hi } else { lo + 1.0 })
-        })
-        .collect();
-    let mut rgb = Vec::with_capacity(h * w * 3);
-    for (i, &class) in classes.iter().enumerate() {
-        if is_hole(i) {
-            rgb.extend_from_slice(&class_colour(NODATA_CLASS));
-            continue;
-        }
-        let colour = class_colour(class);
-        for (j, &band) in bands.iter().enumerate() {
-            let (lo, hi) = range[j];
-            let v = ((values[i * b + band] - lo) / (hi - lo) * 255.0).clamp(0.0, 255.0);
-            let mixed = if class == 0 {
-                v
-            } else {
-                0.5 * v + 0.5 * colour[j] as f32
-            };
-            rgb.push(mixed.round() as u8);
-        }
-    }
-    Raster::new(w, h, 3, RasterData::U8(rgb)).expect("overlay sized from the image")
-}
-
+/// `--input`: one file as given, or the images of a folder ([`tiles::list_images`]).
 fn list_images(input: &Path) -> Result<Vec<PathBuf>> {
     if input.is_file() {
         return Ok(vec![input.to_path_buf()]);
@@ -497,33 +422,12 @@ fn list_images(input: &Path) -> Result<Vec<PathBuf>> {
         "--input {}: no such file or directory",
         input.display()
     );
-    let mut files: Vec<PathBuf> = std::fs::read_dir(input)
-        .with_context(|| format!("listing {}", input.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-                    ["png", "jpg", "jpeg", "tif", "tiff"].contains(&e.to_ascii_lowercase().as_str())
-                })
-        })
-        .collect();
-    files.sort();
+    let files =
+        tiles::list_images(input).with_context(|| format!("listing {}", input.display()))?;
     ensure!(
         !files.is_empty(),
         "--input {}: no PNG, JPEG or TIFF images in this folder",
         input.display()
     );
     Ok(files)
-}
-
-fn is_tiff(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("tif") || e.eq_ignore_ascii_case("tiff"))
-}
-
-pub(crate) fn stem_of(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into())
 }

@@ -5,9 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use train::{RunOptions, RunSummary, TrainConfig};
-
-use crate::device::{DeviceArg, KernelsArg};
+use train::{RunOptions, TrainConfig};
 
 /// Arguments of `segfit train`.
 #[derive(Args, Debug)]
@@ -27,11 +25,11 @@ pub struct TrainArgs {
     pub resume: Option<PathBuf>,
     /// Where to train: cpu, cuda, cuda:N, wgpu or wgpu:N (Vulkan, Metal or DX12).
     #[arg(long, default_value = "cpu")]
-    pub device: DeviceArg,
+    pub device: train::Device,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
     /// kernels) or composed (burn's plain composition, for comparison).
     #[arg(long, default_value = "auto")]
-    pub kernels: KernelsArg,
+    pub kernels: segformer::Kernels,
     /// Fit training into this much memory (e.g. 8GiB): micro-batch, accumulation steps and, if
     /// needed, bf16 and checkpointing are chosen from the memory planner (= memory.budget).
     #[arg(long)]
@@ -43,15 +41,6 @@ pub struct TrainArgs {
 
 /// Runs `segfit train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
-    // Refuse an unusable device before spending time on the config and the data.
-    #[cfg(not(feature = "cuda"))]
-    if let DeviceArg::Cuda(index) = args.device {
-        match crate::device::no_cuda(index)? {}
-    }
-    #[cfg(not(feature = "wgpu"))]
-    if let DeviceArg::Wgpu(index) = args.device {
-        match crate::device::no_wgpu(index)? {}
-    }
     let (config_path, run_dir, resume) = match (&args.resume, &args.config) {
         (Some(dir), config) => {
             if !train::can_resume(dir) {
@@ -94,14 +83,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     }
     let mut cfg = TrainConfig::from_toml_str(&text, &sets)
         .with_context(|| format!("{}", config_path.display()))?;
-    // The machine bounds the loader's threads and the run's memory (checked by fit_memory,
-    // before the data or the model is loaded).
+    // The machine bounds the loader's threads and the run's memory: `train::run` checks the
+    // device, then fits the run to it and to the machine, before the data or the model is
+    // loaded.
     cfg.memory.host = Some(crate::host::host());
-    if let Some(reason) = train::fit_memory(&mut cfg, args.device.train_device(), args.kernels.0)
-        .with_context(|| format!("{}", config_path.display()))?
-    {
-        eprintln!("memory plan: {reason}");
-    }
     if !resume && train::can_resume(&run_dir) {
         bail!(
             "{} already holds a run; continue it with --resume {} or choose another --output",
@@ -112,16 +97,24 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let opts = RunOptions {
         run_dir: run_dir.clone(),
         resume,
-        kernels: args.kernels.0,
+        kernels: args.kernels,
     };
-    eprintln!(
+    // On stdout, like the summary: stderr carries only the one error line when the device or
+    // a setting is refused (train::run checks both before any work).
+    println!(
         "training {} into {} on {}",
         config_path.display(),
         run_dir.display(),
         args.device
     );
     let started = Instant::now();
-    let summary = train_on(&cfg, &opts, args.device)?;
+    let summary = train::run(&cfg, &opts, args.device).map_err(|e| match e {
+        // A setting that does not fit names its key; the file it came from goes first.
+        train::TrainError::Config(_) => {
+            anyhow::Error::new(e).context(config_path.display().to_string())
+        }
+        e => e.into(),
+    })?;
     let seconds = started.elapsed().as_secs_f64();
     match &summary.last_eval {
         Some(e) => println!(
@@ -138,18 +131,4 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         ),
     }
     Ok(())
-}
-
-/// `train::run` on the chosen device; it applies `[memory] budget` and picks the checkpointing
-/// backend. A missing GPU is reported here first, as a sentence rather than a driver panic.
-fn train_on(cfg: &TrainConfig, opts: &RunOptions, device: DeviceArg) -> Result<RunSummary> {
-    #[cfg(feature = "cuda")]
-    if let DeviceArg::Cuda(index) = device {
-        crate::device::cuda_device(index)?;
-    }
-    #[cfg(feature = "wgpu")]
-    if let DeviceArg::Wgpu(index) = device {
-        crate::device::wgpu_device(index)?;
-    }
-    Ok(train::run(cfg, opts, device.train_device())?)
 }

@@ -10,6 +10,69 @@ use crate::metrics::{ConfusionMatrix, SegMetrics};
 use crate::postprocess::{batch_tensors, host, predict_classes};
 use crate::tta::{Tta, upsampled_logits};
 
+/// A figure of an evaluation that picks the best checkpoint or stops a run early, as configs
+/// name it: `miou`, `mean_f1`, `pixel_accuracy` (higher is better) or `val_loss` (lower is
+/// better). Adding one is a variant here and its arms below.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Mean IoU over the classes present ([`SegMetrics::miou`]).
+    #[default]
+    Miou,
+    /// Mean F1 ([`SegMetrics::mean_f1`]).
+    MeanF1,
+    /// Pixel accuracy ([`SegMetrics::pixel_accuracy`]).
+    PixelAccuracy,
+    /// The validation loss ([`EvalResult::loss`]).
+    ValLoss,
+}
+
+impl Metric {
+    /// The name configs use (`miou`, `mean_f1`, `pixel_accuracy`, `val_loss`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Miou => "miou",
+            Metric::MeanF1 => "mean_f1",
+            Metric::PixelAccuracy => "pixel_accuracy",
+            Metric::ValLoss => "val_loss",
+        }
+    }
+
+    /// Whether a smaller value is better (only the loss).
+    pub fn lower_is_better(self) -> bool {
+        self == Metric::ValLoss
+    }
+
+    /// The metric's value in `eval`.
+    pub fn of(self, eval: &EvalResult) -> f64 {
+        match self {
+            Metric::Miou => eval.metrics.miou,
+            Metric::MeanF1 => eval.metrics.mean_f1,
+            Metric::PixelAccuracy => eval.metrics.pixel_accuracy,
+            Metric::ValLoss => eval.loss,
+        }
+    }
+
+    /// Whether `value` improves on `best` by more than `min_delta` in this metric's direction;
+    /// the first finite value always does, a non-finite one never.
+    pub fn improves(self, value: f64, best: Option<f64>, min_delta: f64) -> bool {
+        value.is_finite()
+            && best.is_none_or(|best| {
+                if self.lower_is_better() {
+                    value < best - min_delta
+                } else {
+                    value > best + min_delta
+                }
+            })
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Loss and metrics of a model over a set of batches.
 #[derive(Clone, Debug)]
 pub struct EvalResult {
@@ -111,6 +174,24 @@ mod tests {
     use burn::backend::Flex;
     use burn::tensor::{Int, Tensor, TensorData};
     use segformer::SegformerConfig;
+
+    #[test]
+    fn metrics_compare_in_their_own_direction() {
+        // Higher is better, by more than min_delta; the first finite value always improves.
+        assert!(Metric::Miou.improves(0.5, None, 0.1));
+        assert!(Metric::Miou.improves(0.62, Some(0.5), 0.1));
+        assert!(!Metric::Miou.improves(0.6, Some(0.5), 0.1));
+        assert!(!Metric::MeanF1.improves(0.4, Some(0.5), 0.0));
+        // Lower is better for the loss.
+        assert!(Metric::ValLoss.lower_is_better());
+        assert!(Metric::ValLoss.improves(0.4, Some(0.5), 0.0));
+        assert!(!Metric::ValLoss.improves(0.6, Some(0.5), 0.0));
+        // Not finite: never.
+        for m in [Metric::Miou, Metric::ValLoss] {
+            assert!(!m.improves(f64::NAN, None, 0.0));
+            assert!(!m.improves(f64::INFINITY, Some(0.5), 0.0));
+        }
+    }
 
     fn tiny_model() -> Segformer<Flex> {
         let mut c = SegformerConfig::mit_b0().with_num_labels(3);

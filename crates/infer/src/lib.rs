@@ -10,7 +10,8 @@
 //!   chosen with [`Windows::with_tta`] or [`evaluate_tta`];
 //! - evaluation: [`evaluate`] over labelled batches, the streaming [`ConfusionMatrix`] and its
 //!   [`SegMetrics`];
-//! - the one class palette, [`class_colour`].
+//! - the one class palette, [`class_colour`], and the one overlay of classes on an image,
+//!   [`overlay`] (pixel by pixel, [`overlay_pixel`]).
 //!
 //! ```
 //! use burn::backend::Flex;
@@ -34,15 +35,15 @@ mod evaluate;
 mod metrics;
 mod palette;
 mod postprocess;
+mod sliding;
 mod tta;
 mod window;
 
 pub use error::InferError;
-pub use evaluate::{EvalResult, TtaEval, evaluate, evaluate_tta};
+pub use evaluate::{EvalResult, Metric, TtaEval, evaluate, evaluate_tta};
 pub use metrics::{ConfusionMatrix, SegMetrics};
-pub use palette::class_colour;
+pub use palette::{class_colour, overlay, overlay_pixel};
 pub use postprocess::{batch_tensors, classes_of, predict_classes, probabilities};
+pub use sliding::{min_input_side, predict_streaming, predict_windows};
 pub use tta::{Pose, Tta};
-pub use window::{
-    Blender, Windows, hann, min_input_side, origins, predict_streaming, predict_windows,
-};
+pub use window::{Blender, Windows, hann, origins};

@@ -129,6 +129,19 @@ impl fmt::Display for Kernels {
     }
 }
 
+/// `auto`, `recompute` or `composed` (any case), as [`Kernels`]' `Display` writes them: the
+/// words of `--kernels`.
+impl std::str::FromStr for Kernels {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Kernels::Auto, Kernels::Recompute, Kernels::Composed]
+            .into_iter()
+            .find(|k| k.to_string().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("`{s}` is not a kernel choice; use auto, recompute or composed"))
+    }
+}
+
 /// `fused`, `recompute` or `composed`.
 impl fmt::Display for KernelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -312,6 +325,18 @@ mod tests {
         assert_eq!(
             Route::of::<Autodiff<WgpuUnfused>>(),
             Some(Route::WgpuUnfusedAutodiff)
+        );
+    }
+
+    #[test]
+    fn kernel_choices_parse_as_they_print() {
+        for k in [Kernels::Auto, Kernels::Recompute, Kernels::Composed] {
+            assert_eq!(k.to_string().parse(), Ok(k));
+        }
+        assert_eq!(" Composed".parse(), Ok(Kernels::Composed));
+        assert_eq!(
+            "fused".parse::<Kernels>(),
+            Err("`fused` is not a kernel choice; use auto, recompute or composed".to_string())
         );
     }
 

@@ -63,5 +63,5 @@ pub use wgpu_device::{WgpuAdapter, WgpuError, wgpu_adapter};
 /// f32 sums in its linear layers, patch convs and attention where it does, and computes in f32
 /// where it does not.
 pub fn cpu_has_bf16_kernels() -> bool {
-    fused::bf16_available()
+    fused::cpu::has_bf16()
 }

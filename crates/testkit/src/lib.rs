@@ -1,4 +1,5 @@
-//! Test-only helpers shared by segfit's test suites: the one fixture lookup, and
+//! Test-only helpers shared by segfit's test suites: the one fixture lookup, a local HTTP
+//! object server with ranges and faults ([`http::RangeServer`]), and
 //! [`needs_fixtures`], which marks a test that needs the shared fixtures (`segformer-b0`,
 //! `mit-b0-encoder`) ignored where they are absent, so that `cargo test` reports it as
 //! ignored with the reason instead of passing it silently.
@@ -19,6 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod http;
 mod locate;
 
 pub use locate::{Fixtures, Missing, Shared, ci_flag};

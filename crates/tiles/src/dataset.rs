@@ -9,6 +9,7 @@ use raster::Sample;
 use crate::error::TilesError;
 use crate::io::{read_image, read_mask};
 use crate::labels::LabelMap;
+use crate::listing::list_images;
 use crate::meta::DatasetMeta;
 
 /// One split of a prepared dataset (`root/images/<split>/`, `root/masks/<split>/`).
@@ -27,7 +28,6 @@ pub struct SegDataset {
 }
 
 const MASK_EXTS: [&str; 3] = ["png", "tif", "tiff"];
-const IMAGE_EXTS: [&str; 5] = ["png", "jpg", "jpeg", "tif", "tiff"];
 
 impl SegDataset {
     /// Opens `split` (`train` or `val`) of a dataset prepared by `prepare_*`, using the label map
@@ -52,20 +52,15 @@ impl SegDataset {
         labels.validate()?;
         let image_dir = root.join("images").join(split);
         let mask_dir = root.join("masks").join(split);
-        let rd = std::fs::read_dir(&image_dir).map_err(|e| TilesError::io(&image_dir, e))?;
         let mut items = Vec::new();
         let mut missing = Vec::new();
-        for entry in rd {
-            let image = entry.map_err(|e| TilesError::io(&image_dir, e))?.path();
+        // Notes, sidecars (`.aux.xml`) and interrupted atomic writes (`.segfit-*.tmp`) are not
+        // images by their extension; hidden files are skipped too.
+        for image in list_images(&image_dir)? {
             let Some(stem) = image.file_stem().and_then(|s| s.to_str()).map(String::from) else {
                 continue;
             };
-            let is_image = image
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| IMAGE_EXTS.contains(&e.to_ascii_lowercase().as_str()));
-            // Skip notes, sidecars (`.aux.xml`) and interrupted atomic writes (`.segfit-*.tmp`).
-            if !image.is_file() || stem.starts_with('.') || !is_image {
+            if stem.starts_with('.') {
                 continue;
             }
             match MASK_EXTS

@@ -162,6 +162,31 @@ pub enum TilesError {
         /// What the parser reported.
         reason: String,
     },
+    /// Reading by URL failed: the URL cannot be read, or its requests kept failing after every
+    /// retry (the error names the URL and the byte range).
+    #[error(transparent)]
+    Remote(#[from] remote::RemoteError),
+    /// A STAC item or item collection is malformed, or does not have what was asked of it.
+    #[error("STAC item {item}: {reason}")]
+    Stac {
+        /// The item's id and the file or URL it came from.
+        item: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// Assets to be stacked lie on different pixel grids.
+    #[error(
+        "the assets of STAC item {item} are on different grids: {}; stack assets of one \
+         resolution, or set `resample_to` to the asset whose grid the others are resampled to \
+         (nearest neighbour)",
+        grids.join(", ")
+    )]
+    GridMismatch {
+        /// The item's id and the file or URL it came from.
+        item: String,
+        /// Each asset with its size and pixel size (`red: 10980x10980 px of 10 x 10`).
+        grids: Vec<String>,
+    },
     /// A sample index past the end of a dataset.
     #[error("sample index {index} is out of range for a dataset of {len} samples")]
     IndexOutOfRange {

@@ -42,6 +42,13 @@ fn sniff(path: &Path) -> Result<Format, TilesError> {
     }
 }
 
+/// Whether `path` is a TIFF (GeoTIFF, BigTIFF) by its first four bytes (`II*\0`, `MM\0*`, or
+/// BigTIFF's `II+\0`, `MM\0+`), whatever its name says; `false` when it cannot be read.
+/// [`read_image`] and [`ChunkedReader`] read both kinds.
+pub fn is_tiff(path: &Path) -> bool {
+    matches!(sniff(path), Ok(Format::Tiff))
+}
+
 fn read_up_to(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
@@ -267,4 +274,36 @@ fn encode_png(
         .write_image(bytes, w as u32, h as u32, color)
         .map_err(|e| TilesError::input(path, format!("encoding PNG: {e}")))?;
     Ok(fsio::write_atomic(path, &out)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raster::RasterData;
+
+    #[test]
+    fn is_tiff_goes_by_the_first_bytes_not_the_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let raster = Raster::new(2, 2, 1, RasterData::U8(vec![0, 1, 2, 3])).unwrap();
+        let tiff = dir.path().join("a_tiff.png");
+        crate::write_geotiff(&tiff, &raster, None).unwrap();
+        let png = dir.path().join("a_png.tif");
+        crate::write_png(&png, &raster).unwrap();
+        assert!(is_tiff(&tiff));
+        assert!(!is_tiff(&png));
+        // Big-endian classic TIFF and BigTIFF in both byte orders: what `tiff` decodes.
+        for (i, head) in [b"MM\0*", b"II+\0", b"MM\0+"].iter().enumerate() {
+            let path = dir.path().join(format!("{i}.dat"));
+            std::fs::write(&path, [&head[..], &[0u8; 12]].concat()).unwrap();
+            assert!(is_tiff(&path), "{head:?}");
+        }
+        // Two bytes of a TIFF byte order are not a TIFF; nor are an empty or missing file.
+        let half = dir.path().join("half.tif");
+        std::fs::write(&half, b"II\0\0\0\0\0\0").unwrap();
+        let empty = dir.path().join("empty.tif");
+        std::fs::write(&empty, b"").unwrap();
+        for path in [half, empty, dir.path().join("missing.tif")] {
+            assert!(!is_tiff(&path), "{}", path.display());
+        }
+    }
 }

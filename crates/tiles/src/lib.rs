@@ -3,6 +3,10 @@
 //! texture task that only spatial context solves, [`prepare_texture`]).
 //!
 //! Everything that touches files for training lives here, so `augment` and `segformer` stay pure.
+//! Scenes are read a window at a time ([`WindowSource`]): a GeoTIFF from disk or by URL
+//! (`https://`, `s3://`, `gs://`, `az://`: range requests through [`Remote`]) with
+//! [`ChunkedReader`], or a STAC item's assets stacked band by band with [`BandStack`];
+//! [`SceneInput`] lists the scenes an argument names and opens each.
 //!
 //! ```
 //! use tiles::{LabelMap, SegDataset, SyntheticOptions, prepare_synthetic};
@@ -63,29 +67,39 @@ mod cog;
 mod dataset;
 mod error;
 mod fsutil;
+mod input;
 mod io;
 mod labels;
+mod listing;
 mod meta;
 mod pairs;
 mod prepare;
 mod scenes;
+mod stac;
 mod stats;
 mod synthetic;
 mod texture;
 mod tiff_read;
 mod tiff_write;
+mod window;
 
 pub use audit::{AuditReport, SplitAudit};
 pub use burn_dataset::Dataset;
 pub use cog::{CogOptions, CogWriter, OverviewResampling};
 pub use dataset::{SampleError, SampleResult, SegDataset};
 pub use error::TilesError;
-pub use io::{read_image, read_mask, write_mask_png, write_png};
+pub use input::SceneInput;
+pub use io::{is_tiff, read_image, read_mask, write_mask_png, write_png};
 pub use labels::{LabelClass, LabelMap};
+pub use listing::list_images;
 pub use meta::{DATASET_JSON, DatasetMeta, TileRecord};
 pub use prepare::{FolderOptions, PrepareReport, audit, audit_prepared, prepare_folder};
 pub use raster::{GeoRef, Mask, Raster, RasterData, Sample, SampleKind};
+pub use remote::{FetchStats, Remote, RemoteError, RemoteOptions, is_url};
 pub use scenes::{SceneOptions, prepare_scenes};
+pub use stac::{
+    BandName, BandStack, StacAsset, StacItem, StackBand, StackOptions, parse_stac, read_stac,
+};
 pub use stats::{BandStats, StatsAccumulator, nodata_pixels};
 pub use synthetic::{SyntheticOptions, generate_sample, prepare_synthetic};
 pub use texture::{TextureOptions, generate_texture_sample, prepare_texture};
@@ -93,3 +107,4 @@ pub use tiff_read::{ChunkedReader, read_window};
 pub use tiff_write::{
     Compression, RasterShape, TiffOptions, write_geotiff, write_geotiff_rows, write_geotiff_with,
 };
+pub use window::WindowSource;

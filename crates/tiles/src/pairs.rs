@@ -4,11 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::TilesError;
+use crate::listing::list_images;
 
 /// The splits segfit trains and evaluates on.
 pub(crate) const SPLITS: [&str; 2] = ["train", "val"];
-
-const IMAGE_EXTS: [&str; 5] = ["png", "jpg", "jpeg", "tif", "tiff"];
 
 /// One image and its mask.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,22 +95,11 @@ fn balance_splits(
     Ok(())
 }
 
-fn is_image_file(p: &Path) -> bool {
-    p.is_file()
-        && p.extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| IMAGE_EXTS.contains(&e.to_ascii_lowercase().as_str()))
-}
-
-/// Image-like files of a directory, sorted, keyed by stem; duplicate stems are an error.
-fn list_images(dir: &Path) -> Result<BTreeMap<String, PathBuf>, TilesError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| TilesError::io(dir, e))?;
+/// The image files of a directory ([`list_images`]) keyed by stem; duplicate stems are an
+/// error.
+fn images_by_stem(dir: &Path) -> Result<BTreeMap<String, PathBuf>, TilesError> {
     let mut out = BTreeMap::new();
-    for entry in rd {
-        let p = entry.map_err(|e| TilesError::io(dir, e))?.path();
-        if !is_image_file(&p) {
-            continue;
-        }
+    for p in list_images(dir)? {
         let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
             return Err(TilesError::input(
                 &p,
@@ -139,8 +127,8 @@ pub(crate) fn pair_dir(
     split: Option<&'static str>,
     rules: &PairRules<'_>,
 ) -> Result<(Vec<Pair>, Vec<PathBuf>), TilesError> {
-    let mut images = list_images(image_dir)?;
-    let masks = list_images(mask_dir)?;
+    let mut images = images_by_stem(image_dir)?;
+    let masks = images_by_stem(mask_dir)?;
     if image_dir == mask_dir && !rules.mask_suffix.is_empty() {
         // Masks living next to their images (`a.png`, `a_mask.png`) are not images themselves.
         images.retain(|stem, _| !stem.ends_with(rules.mask_suffix));
@@ -250,4 +238,26 @@ pub(crate) fn read_list(list: &Path, rules: &PairRules<'_>) -> Result<Vec<Pair>,
     }
     balance_splits(&mut pairs, &hashed, rules, list)?;
     Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_images_with_one_stem_are_an_error_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a.tif", "a.png", "b.png", "a.txt"] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let e = images_by_stem(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("a.png") && e.contains("a.tif"), "{e}");
+        assert!(e.contains("rename one"), "{e}");
+
+        std::fs::remove_file(dir.path().join("a.tif")).unwrap();
+        let by_stem = images_by_stem(dir.path()).unwrap();
+        let stems: Vec<&str> = by_stem.keys().map(String::as_str).collect();
+        assert_eq!(stems, ["a", "b"]);
+        assert_eq!(by_stem["a"], dir.path().join("a.png"));
+    }
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use raster::{GeoRef, Mask, Raster, SampleKind};
 
 use self::align::check_alignment;
+pub(crate) use self::align::same_crs;
 use self::grid::{Planned, Role, assign_splits, origins};
 use self::source::{Source, crop, crop_mask};
 use crate::error::TilesError;

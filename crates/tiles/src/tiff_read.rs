@@ -1,15 +1,66 @@
 //! Windowed GeoTIFF reading: only the strips/tiles that intersect a window are decoded, so a
-//! scene far larger than memory can be read piece by piece.
+//! scene far larger than memory can be read piece by piece, from a local file or by URL
+//! (a cloud-optimised GeoTIFF read with range requests: only the window's tiles are fetched).
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use raster::{GeoRef, Raster, RasterData, SampleKind};
+use remote::{Remote, RemoteError, RemoteFile};
+use tiff::TiffError;
 use tiff::decoder::{ChunkType, Decoder, DecodingResult, Limits};
 use tiff::tags::Tag;
 
 use crate::error::TilesError;
+
+/// Where a [`ChunkedReader`]'s bytes come from.
+enum Input {
+    File(BufReader<File>),
+    /// An object by URL, and where its last fetch error is kept: the decoder only passes on
+    /// an `io::Error`, and the [`RemoteError`] (naming the URL and range) is the useful one.
+    Remote(Box<RemoteFile>, Arc<Mutex<Option<RemoteError>>>),
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Input::File(f) => f.read(buf),
+            Input::Remote(r, slot) => r.read(buf).inspect_err(|_| {
+                if let Some(e) = r.take_error() {
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                }
+            }),
+        }
+    }
+}
+
+impl Seek for Input {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            Input::File(f) => f.seek(to),
+            Input::Remote(r, _) => r.seek(to),
+        }
+    }
+}
+
+/// Turns a decoder error into the error to report: the fetch failure behind it, when there
+/// was one, else a decode error naming the file.
+fn failure(
+    path: &Path,
+    slot: &Option<Arc<Mutex<Option<RemoteError>>>>,
+    e: impl ToString,
+) -> TilesError {
+    let fetch = slot
+        .as_ref()
+        .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
+    match fetch {
+        Some(e) => TilesError::Remote(e),
+        None => TilesError::decode(path, e),
+    }
+}
 
 /// A TIFF/GeoTIFF opened for windowed reads.
 ///
@@ -17,8 +68,13 @@ use crate::error::TilesError;
 /// by [`ChunkedReader::read_window`], chunk by chunk, so memory stays proportional to the window
 /// (plus one strip or tile row) whatever the file's size.
 pub struct ChunkedReader {
+    /// The file, or the URL (as a path: errors name it the same way).
     path: PathBuf,
-    decoder: Decoder<BufReader<File>>,
+    decoder: Decoder<Input>,
+    /// Set for a URL: where its fetch errors go.
+    fetch_error: Option<Arc<Mutex<Option<RemoteError>>>>,
+    /// Byte range of every chunk (for a URL: what a window prefetches).
+    chunk_ranges: Vec<Range<u64>>,
     width: usize,
     height: usize,
     bands: usize,
@@ -54,26 +110,57 @@ impl ChunkedReader {
     /// Opens a TIFF and reads its header and GeoTIFF tags (no pixel data).
     pub fn open(path: &Path) -> Result<Self, TilesError> {
         let file = File::open(path).map_err(|e| TilesError::io(path, e))?;
+        Self::from_input(path, Input::File(BufReader::new(file)), None)
+    }
+
+    /// Opens a TIFF by URL (`https://`, `s3://`, `gs://`, `az://`; see [`remote::is_url`])
+    /// and reads its header and GeoTIFF tags: for a cloud-optimised GeoTIFF one HEAD and
+    /// usually one range request. [`ChunkedReader::read_window`] then fetches only the
+    /// window's tiles, in parallel; memory stays within the remote's cache budget plus one
+    /// window's compressed tiles.
+    pub fn open_url(url: &str, remote: &Remote) -> Result<Self, TilesError> {
+        let mut file = remote.open(url)?;
+        // The header and IFDs: the first block holds them in a cloud-optimised GeoTIFF.
+        let block = remote.options().block_bytes as u64;
+        file.prefetch(std::slice::from_ref(&(0..block)))?;
+        let slot = Arc::new(Mutex::new(None));
+        let input = Input::Remote(Box::new(file), Arc::clone(&slot));
+        let mut reader = Self::from_input(Path::new(url), input, Some(slot))?;
+        reader.chunk_ranges = reader.read_chunk_ranges()?;
+        Ok(reader)
+    }
+
+    /// [`ChunkedReader::open_url`] for a URL, [`ChunkedReader::open`] for anything else.
+    pub fn open_location(location: &str, remote: &Remote) -> Result<Self, TilesError> {
+        if remote::is_url(location) {
+            Self::open_url(location, remote)
+        } else {
+            Self::open(Path::new(location))
+        }
+    }
+
+    fn from_input(
+        path: &Path,
+        input: Input,
+        fetch_error: Option<Arc<Mutex<Option<RemoteError>>>>,
+    ) -> Result<Self, TilesError> {
+        let fail = |e: TiffError| failure(path, &fetch_error, e);
         let mut limits = Limits::default();
         // Chunks are small, but offset arrays of big scenes exceed the 1 MiB default.
         limits.ifd_value_size = 256 * 1024 * 1024;
         limits.decoding_buffer_size = 1 << 30;
-        let mut decoder = Decoder::new(BufReader::new(file))
-            .map_err(|e| TilesError::decode(path, e))?
-            .with_limits(limits);
-        let (w, h) = decoder
-            .dimensions()
-            .map_err(|e| TilesError::decode(path, e))?;
+        let mut decoder = Decoder::new(input).map_err(fail)?.with_limits(limits);
+        let (w, h) = decoder.dimensions().map_err(fail)?;
         let color = decoder
             .colortype()
             .map_err(|e| TilesError::unsupported(path, e))?;
         let spp: u16 = decoder
             .find_tag_unsigned(Tag::SamplesPerPixel)
-            .map_err(|e| TilesError::decode(path, e))?
+            .map_err(fail)?
             .unwrap_or(1);
         let planar = decoder
             .find_tag_unsigned::<u16>(Tag::PlanarConfiguration)
-            .map_err(|e| TilesError::decode(path, e))?
+            .map_err(fail)?
             == Some(2);
         let bands = if planar { spp } else { color.num_samples() };
         if bands != spp {
@@ -86,7 +173,7 @@ impl ChunkedReader {
         }
         let format: u16 = decoder
             .find_tag_unsigned_vec::<u16>(Tag::SampleFormat)
-            .map_err(|e| TilesError::decode(path, e))?
+            .map_err(fail)?
             .and_then(|v| v.first().copied())
             .unwrap_or(1);
         let kind = match (format, color.bit_depth()) {
@@ -115,10 +202,12 @@ impl ChunkedReader {
                 format!("strip/tile size {chunk_w}x{chunk_h}"),
             ));
         }
-        let geo = read_geo(&mut decoder).map_err(|e| TilesError::decode(path, e))?;
+        let geo = read_geo(&mut decoder).map_err(fail)?;
         Ok(Self {
             path: path.to_path_buf(),
             decoder,
+            fetch_error,
+            chunk_ranges: Vec::new(),
             width: w as usize,
             height: h as usize,
             bands: bands as usize,
@@ -129,6 +218,11 @@ impl ChunkedReader {
             planar,
             buffer: DecodingResult::U8(Vec::new()),
         })
+    }
+
+    /// The file it reads, or its URL.
+    pub fn location(&self) -> &Path {
+        &self.path
     }
 
     /// Width in pixels.
@@ -193,34 +287,44 @@ impl ChunkedReader {
         let per_plane = across * self.height.div_ceil(self.chunk_h);
         let tiled = self.decoder.get_chunk_type() == ChunkType::Tile;
         let planes = if self.planar { self.bands } else { 1 };
+        let mut chunks = Vec::new();
         for cy in y / self.chunk_h..=(y + h - 1) / self.chunk_h {
             for cx in x / self.chunk_w..=(x + w - 1) / self.chunk_w {
                 let index = if tiled { cy * across + cx } else { cy };
                 for plane in 0..planes {
-                    let chunk = (plane * per_plane + index) as u32;
-                    let (cw, ch) = self.decoder.chunk_data_dimensions(chunk);
-                    let spp = if self.planar { 1 } else { self.bands };
-                    // NOTE: ask for rows as wide as the whole tile. With narrower (edge-tile) rows
-                    // tiff 0.11 decodes row by row and fails on LZW tiles ("no lzw end code").
-                    let stride = self.chunk_w * spp * bytes_per_sample(self.kind);
-                    self.decoder
-                        .read_chunk_to_buffer(&mut self.buffer, chunk, stride)
-                        .map_err(|e| TilesError::decode(&self.path, e))?;
-                    let data = &self.buffer;
-                    let src = ChunkView {
-                        x0: cx * self.chunk_w,
-                        y0: cy * self.chunk_h,
-                        w: cw as usize,
-                        h: ch as usize,
-                        stride: self.chunk_w,
-                        spp,
-                        band0: plane,
-                    };
-                    let win = (x, y, w, h, self.bands);
-                    copy_chunk(data, &src, &mut out, win)
-                        .map_err(|reason| TilesError::decode(&self.path, reason))?;
+                    chunks.push((cx, cy, plane, (plane * per_plane + index) as u32));
                 }
             }
+        }
+        if let Input::Remote(file, _) = self.decoder.inner() {
+            // Every chunk of the window in one parallel fetch, before decoding any.
+            let ranges: Vec<Range<u64>> = chunks
+                .iter()
+                .filter_map(|c| self.chunk_ranges.get(c.3 as usize).cloned())
+                .collect();
+            file.prefetch(&ranges)?;
+        }
+        for (cx, cy, plane, chunk) in chunks {
+            let (cw, ch) = self.decoder.chunk_data_dimensions(chunk);
+            let spp = if self.planar { 1 } else { self.bands };
+            // NOTE: ask for rows as wide as the whole tile. With narrower (edge-tile) rows
+            // tiff 0.11 decodes row by row and fails on LZW tiles ("no lzw end code").
+            let stride = self.chunk_w * spp * bytes_per_sample(self.kind);
+            self.decoder
+                .read_chunk_to_buffer(&mut self.buffer, chunk, stride)
+                .map_err(|e| failure(&self.path, &self.fetch_error, e))?;
+            let src = ChunkView {
+                x0: cx * self.chunk_w,
+                y0: cy * self.chunk_h,
+                w: cw as usize,
+                h: ch as usize,
+                stride: self.chunk_w,
+                spp,
+                band0: plane,
+            };
+            let win = (x, y, w, h, self.bands);
+            copy_chunk(&self.buffer, &src, &mut out, win)
+                .map_err(|reason| TilesError::decode(&self.path, reason))?;
         }
         Ok(Raster::new(w, h, self.bands, out).expect("window buffer sized from its dimensions"))
     }
@@ -229,6 +333,38 @@ impl ChunkedReader {
     pub fn read_all(&mut self) -> Result<Raster, TilesError> {
         let (w, h) = (self.width, self.height);
         self.read_window(0, 0, w, h)
+    }
+
+    /// The file's byte range of every strip or tile, in chunk order.
+    fn read_chunk_ranges(&mut self) -> Result<Vec<Range<u64>>, TilesError> {
+        let (offsets, counts) = match self.decoder.get_chunk_type() {
+            ChunkType::Tile => (Tag::TileOffsets, Tag::TileByteCounts),
+            ChunkType::Strip => (Tag::StripOffsets, Tag::StripByteCounts),
+        };
+        let path = &self.path;
+        let fetch_error = &self.fetch_error;
+        let mut read = |tag| {
+            self.decoder
+                .find_tag_unsigned_vec::<u64>(tag)
+                .map_err(|e| failure(path, fetch_error, e))?
+                .ok_or_else(|| TilesError::decode(path, format!("no {tag:?} tag")))
+        };
+        let (offsets, counts) = (read(offsets)?, read(counts)?);
+        if offsets.len() != counts.len() {
+            return Err(TilesError::decode(
+                path,
+                format!(
+                    "{} chunk offsets but {} byte counts",
+                    offsets.len(),
+                    counts.len()
+                ),
+            ));
+        }
+        Ok(offsets
+            .iter()
+            .zip(&counts)
+            .map(|(&o, &n)| o..o.saturating_add(n))
+            .collect())
     }
 }
 

@@ -45,7 +45,9 @@ prepare_worktree() {
 # Every cargo call gets the same arguments (`-C`: build and test): the extra `--package`s only
 # make Cargo resolve the dependencies' features as in a workspace build (wgpu on, as the
 # dev-dependencies of train and segformer ask), so they are not rebuilt in a second feature
-# set; `--test` names the only test targets built and run per mutant.
+# set; `--test=it` builds each package's one test target, and the filters after `-- --` pick
+# the modules that run per mutant (tiles and segformer depend on neither augment nor infer, so
+# their `it` targets are built once, and no test of theirs matches those filters).
 common=(--in-place --baseline skip --timeout "${MUTANTS_TIMEOUT:-120}" --colors never
     -C --config=profile.dev.package.segformer.opt-level=0)
 if [ -n "${MUTANTS_SHARD:-}" ]; then
@@ -72,11 +74,11 @@ for g in "${groups[@]}"; do
     train)
         run train -p train \
             -f crates/train/src/optim.rs -f crates/train/src/schedule.rs -f crates/train/src/scaler.rs \
-            -C --test=mutants_numerics
+            -C --test=it -- -- numerics::
         ;;
     infer)
         run infer -p infer -f crates/infer/src/metrics.rs \
-            -C --package=tiles -C --package=segformer -C --test=mutants_metrics
+            -C --package=tiles -C --package=segformer -C --test=it -- -- metrics::
         ;;
     processor | resampling)
         if [ "$g" = processor ]; then
@@ -86,8 +88,8 @@ for g in "${groups[@]}"; do
         fi
         run "$g" -p augment "${files[@]}" \
             -C --package=tiles -C --package=segformer \
-            -C --test=mutants_resampling -C --test=albumentations_parity \
-            -C --test=albumentations_extra -C --test=processor_parity
+            -C --test=it -- -- resampling:: albumentations_parity:: \
+            albumentations_parity_extra:: processor_parity::
         ;;
     losses)
         # The losses' own unit tests (losses_tests.rs, losses_mutants_tests.rs); the filter

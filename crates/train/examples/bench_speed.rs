@@ -1,5 +1,5 @@
 //! Speed benchmark: MiT-B0 (2 classes) training steps and inference on the CPU, the same
-//! workload as `shared/bench/pytorch_ref.py` (random inputs, AdamW lr 6e-5), median of several
+//! workload as `crates/train/bench/pytorch_ref.py` (random inputs, AdamW lr 6e-5), median of several
 //! steps after one warm-up step.
 //!
 //! ```text

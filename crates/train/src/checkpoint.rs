@@ -23,8 +23,8 @@ use crate::io::{replace_dir, write_atomic};
 use crate::optim::AdamW;
 use crate::scaler::GradScaler;
 
-/// Where the loop stood when a checkpoint was written.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Where the loop stood when a checkpoint was written (the default: a fresh run).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrainerState {
     /// Epoch to continue in.
     pub epoch: usize,

@@ -1,5 +1,6 @@
 //! `train.early_stopping`: stop a run after `patience` evaluations without improvement.
 
+use infer::Metric;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
@@ -9,8 +10,8 @@ use crate::error::TrainError;
 #[serde(deny_unknown_fields)]
 pub struct EarlyStopping {
     /// `miou`, `mean_f1`, `pixel_accuracy` (higher is better) or `val_loss` (lower is better).
-    #[serde(default = "default_metric")]
-    pub metric: String,
+    #[serde(default)]
+    pub metric: Metric,
     /// Evaluations without improvement before the run stops.
     #[serde(default = "default_patience")]
     pub patience: u32,
@@ -19,9 +20,6 @@ pub struct EarlyStopping {
     pub min_delta: f64,
 }
 
-fn default_metric() -> String {
-    "miou".into()
-}
 fn default_patience() -> u32 {
     5
 }
@@ -36,14 +34,8 @@ pub struct EarlyStopState {
 }
 
 impl EarlyStopping {
-    /// Checks the metric name and the numbers.
+    /// Checks the numbers (the metric's name is checked when the config is read).
     pub fn validate(&self) -> Result<(), TrainError> {
-        if !["miou", "mean_f1", "pixel_accuracy", "val_loss"].contains(&self.metric.as_str()) {
-            return Err(TrainError::Config(format!(
-                "`train.early_stopping.metric` = \"{}\" is not a metric; use miou, mean_f1, pixel_accuracy or val_loss",
-                self.metric
-            )));
-        }
         if self.patience == 0 {
             return Err(TrainError::Config(
                 "`train.early_stopping.patience` = 0 would stop at the first evaluation; use 1 or more".into(),
@@ -60,13 +52,7 @@ impl EarlyStopping {
 
     /// Records one evaluation's `value`; returns why the run stops, when it does.
     pub fn observe(&self, state: &mut EarlyStopState, value: f64) -> Option<String> {
-        let improved = value.is_finite()
-            && match state.best {
-                None => true,
-                Some(best) if self.metric == "val_loss" => value < best - self.min_delta,
-                Some(best) => value > best + self.min_delta,
-            };
-        if improved {
+        if self.metric.improves(value, state.best, self.min_delta) {
             state.best = Some(value);
             state.evals_without_improvement = 0;
             return None;
@@ -96,9 +82,9 @@ mod tests {
             .position(|&v| es.observe(&mut state, v).is_some())
     }
 
-    fn es(metric: &str, patience: u32, min_delta: f64) -> EarlyStopping {
+    fn es(metric: Metric, patience: u32, min_delta: f64) -> EarlyStopping {
         EarlyStopping {
-            metric: metric.into(),
+            metric,
             patience,
             min_delta,
         }
@@ -106,7 +92,7 @@ mod tests {
 
     #[test]
     fn stops_after_patience_evaluations_without_improvement() {
-        let miou = es("miou", 3, 0.001);
+        let miou = es(Metric::Miou, 3, 0.001);
         // Improves, then three evaluations within min_delta of the best (0.5005 is not > 0.501).
         assert_eq!(stops_at(&miou, &[0.3, 0.5, 0.5005, 0.49, 0.4]), Some(4));
         // An improvement resets the count.
@@ -116,9 +102,9 @@ mod tests {
             Some(6)
         );
         // NaN never improves.
-        assert_eq!(stops_at(&es("miou", 1, 0.0), &[f64::NAN]), Some(0));
+        assert_eq!(stops_at(&es(Metric::Miou, 1, 0.0), &[f64::NAN]), Some(0));
         // Lower is better for the validation loss.
-        let loss = es("val_loss", 2, 0.0);
+        let loss = es(Metric::ValLoss, 2, 0.0);
         assert_eq!(stops_at(&loss, &[1.0, 0.8, 0.7, 0.75, 0.7]), Some(4));
         let mut state = EarlyStopState::default();
         for v in [1.0, 0.9] {
@@ -138,9 +124,8 @@ mod tests {
     #[test]
     fn bad_settings_name_the_key() {
         for (e, key) in [
-            (es("iou", 5, 0.0), "metric"),
-            (es("miou", 0, 0.0), "patience"),
-            (es("miou", 5, -1.0), "min_delta"),
+            (es(Metric::Miou, 0, 0.0), "patience"),
+            (es(Metric::Miou, 5, -1.0), "min_delta"),
         ] {
             let msg = e.validate().unwrap_err().to_string();
             assert!(

@@ -32,6 +32,14 @@ pub enum TrainError {
     /// The model configuration is invalid.
     #[error(transparent)]
     Model(#[from] segformer::ConfigError),
+    /// The device cannot be used: this build lacks its backend, or this machine lacks it.
+    #[error("device {device}: {reason}")]
+    Device {
+        /// The device as `--device` names it (`cuda:0`).
+        device: String,
+        /// Why, and what to use instead.
+        reason: String,
+    },
     /// The training configuration is invalid: names the key and what is expected.
     #[error("config: {0}")]
     Config(String),

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 mod bands;
+mod budget;
 mod checkpoint;
 mod config;
 mod data;
@@ -31,21 +32,29 @@ mod optim;
 mod plan;
 mod plot;
 mod report;
+mod run;
 mod run_data;
 mod scaler;
 mod schedule;
 mod trainer;
 
 // Configuring and running: one call trains a run directory.
+pub use budget::fit_memory;
 pub use config::{
     DataConfig, Host, LoopConfig, MAX_BATCH, MAX_PREFETCH, MAX_SIDE, MAX_WORKERS, MemoryConfig,
-    ModelConfig, Precision, TrainConfig, WORKERS_PER_CORE,
+    ModelConfig, Normalize, Precision, TrainConfig, WORKERS_PER_CORE,
 };
-pub use device::{Device, fit_memory, run};
+pub use device::Device;
+#[cfg(feature = "cuda")]
+pub use device::cuda_device;
+#[cfg(feature = "wgpu")]
+pub use device::wgpu_adapter;
 pub use early_stop::{EarlyStopState, EarlyStopping};
 pub use error::TrainError;
 pub use infer::EvalResult;
-pub use loss::{ClassWeights, LossConfig, LossTermConfig};
+pub use infer::Metric;
+pub use loss::{ClassWeights, LossConfig, LossName, LossTermConfig};
+pub use run::run;
 pub use schedule::{ScheduleConfig, ScheduleKind};
 pub use trainer::{RunOptions, RunSummary, can_resume, train};
 

@@ -6,13 +6,50 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
 
+/// A loss as `[loss]` names it: `ce`, `dice`, `focal` or `lovasz` (its parameters, `gamma` and
+/// `smooth`, are the table's). Adding one is a variant here and its arm in [`LossName::kind`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LossName {
+    /// HF's cross-entropy (class-weighted with `class_weights`).
+    #[default]
+    Ce,
+    /// smp's multiclass Dice loss from logits.
+    Dice,
+    /// Focal loss, softmax form.
+    Focal,
+    /// Lovász-softmax.
+    Lovasz,
+}
+
+impl LossName {
+    /// The loss with the parameters of `cfg`.
+    fn kind(self, cfg: &LossConfig) -> LossKind {
+        match self {
+            LossName::Ce => LossKind::CrossEntropy,
+            LossName::Dice => LossKind::Dice { smooth: cfg.smooth },
+            LossName::Focal => LossKind::Focal { gamma: cfg.gamma },
+            LossName::Lovasz => LossKind::Lovasz,
+        }
+    }
+}
+
+/// `ce`, `dice`, `focal` or `lovasz` (any case), the words `loss.kind` takes.
+impl std::str::FromStr for LossName {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        crate::config::from_name(s)
+    }
+}
+
 /// `[loss]`: `kind = "ce" | "dice" | "focal" | "lovasz"`, or `terms = [{ kind, weight }, …]`
 /// for a weighted sum; `class_weights = "auto" | [w, …]`; `gamma` (focal), `smooth` (Dice).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LossConfig {
     /// One loss (ignored when `terms` is given).
-    pub kind: String,
+    pub kind: LossName,
     /// A weighted sum of losses; overrides `kind`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terms: Option<Vec<LossTermConfig>>,
@@ -29,7 +66,7 @@ pub struct LossConfig {
 impl Default for LossConfig {
     fn default() -> Self {
         Self {
-            kind: "ce".into(),
+            kind: LossName::Ce,
             terms: None,
             class_weights: None,
             gamma: 2.0,
@@ -43,7 +80,7 @@ impl Default for LossConfig {
 #[serde(deny_unknown_fields)]
 pub struct LossTermConfig {
     /// `ce`, `dice`, `focal` or `lovasz`.
-    pub kind: String,
+    pub kind: LossName,
     /// Its factor in the sum.
     #[serde(default = "one")]
     pub weight: f64,
@@ -63,14 +100,12 @@ pub enum ClassWeights {
     List(Vec<f64>),
 }
 
-const KINDS: &str = "ce, dice, focal or lovasz";
-
 impl LossConfig {
     /// The `(kind, weight)` pairs the config sums.
-    fn term_list(&self) -> Vec<(String, f64)> {
+    fn term_list(&self) -> Vec<(LossName, f64)> {
         match &self.terms {
-            Some(t) => t.iter().map(|t| (t.kind.clone(), t.weight)).collect(),
-            None => vec![(self.kind.clone(), 1.0)],
+            Some(t) => t.iter().map(|t| (t.kind, t.weight)).collect(),
+            None => vec![(self.kind, 1.0)],
         }
     }
 
@@ -85,19 +120,7 @@ impl LossConfig {
                 "is empty; give at least one { kind, weight } or drop it for `loss.kind`",
             );
         }
-        let key = if self.terms.is_some() {
-            "loss.terms.kind"
-        } else {
-            "loss.kind"
-        };
-        for (kind, weight) in self.term_list() {
-            if !["ce", "dice", "focal", "lovasz"].contains(&kind.as_str()) {
-                return bad(
-                    key,
-                    format!("\"{kind}\""),
-                    &format!("is not a loss; use {KINDS}"),
-                );
-            }
+        for (_, weight) in self.term_list() {
             if !(weight.is_finite() && weight >= 0.0) {
                 return bad(
                     "loss.terms.weight",
@@ -163,15 +186,8 @@ impl LossConfig {
         let terms: Vec<LossTerm> = self
             .term_list()
             .into_iter()
-            .map(|(kind, weight)| LossTerm {
-                kind: match kind.as_str() {
-                    "dice" => LossKind::Dice {
-                        smooth: self.smooth,
-                    },
-                    "focal" => LossKind::Focal { gamma: self.gamma },
-                    "lovasz" => LossKind::Lovasz,
-                    _ => LossKind::CrossEntropy,
-                },
+            .map(|(name, weight)| LossTerm {
+                kind: name.kind(self),
                 weight,
             })
             .collect();
@@ -203,41 +219,6 @@ impl LossConfig {
             class_weights,
         })
     }
-}
-
-/// The run's loss: `cfg.loss` for the dataset's classes, `"auto"` weights from the train
-/// split's pixel counts (the audit's, else counted over the split's masks).
-pub(crate) fn resolve_for_run(
-    cfg: &crate::config::TrainConfig,
-    data: &crate::run_data::RunData,
-) -> Result<SegLoss, TrainError> {
-    let classes = data.class_names.len();
-    if !cfg.loss.needs_class_counts() {
-        return cfg.loss.resolve(classes, None);
-    }
-    let audited = data
-        .audit
-        .as_ref()
-        .and_then(|a| a.splits.get(&cfg.data.train_split))
-        .map(|s| s.class_pixels.clone());
-    let counts = match audited {
-        Some(c) => c,
-        None => {
-            let split = &data.train.dataset;
-            let mut counts = vec![0u64; classes];
-            for i in 0..split.len() {
-                if let Some(mask) = split.get(i)?.mask {
-                    for &v in &mask.data {
-                        if let Some(c) = counts.get_mut(v as usize) {
-                            *c += 1;
-                        }
-                    }
-                }
-            }
-            counts
-        }
-    };
-    cfg.loss.resolve(classes, Some(&counts))
 }
 
 /// One log line: the sum and the class weights.

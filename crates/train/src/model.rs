@@ -44,14 +44,8 @@ pub fn build_model<B: Backend>(
     let config = model_config(cfg, class_names, bands)?;
     match &cfg.pretrained {
         Some(dir) => {
-            let adapt = segformer::InputAdapt::from_name(&cfg.input_adapt).ok_or_else(|| {
-                TrainError::Config(format!(
-                    "`model.input_adapt` = \"{}\" is not a rule; use repeat, mean or random",
-                    cfg.input_adapt
-                ))
-            })?;
             let (model, report) =
-                segformer::load_pretrained_adapted::<B>(dir, &config, adapt, device)?;
+                segformer::load_pretrained_adapted::<B>(dir, &config, cfg.input_adapt, device)?;
             Ok((model, Some(report)))
         }
         None => Ok((config.init::<B>(device)?, None)),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use burn::module::Module;
 use burn::tensor::backend::Backend;
 use indicatif::{ProgressBar, ProgressStyle};
-use infer::{SegMetrics, batch_tensors, class_colour, predict_classes};
+use infer::{SegMetrics, batch_tensors, overlay_pixel, predict_classes};
 use segformer::Segformer;
 use serde::Serialize;
 use tiles::Raster;
@@ -285,7 +285,9 @@ impl Reporter {
         Ok(())
     }
 
-    /// A grid of image | ground truth | prediction for the first `n` validation tiles.
+    /// A grid of image | ground truth | prediction for the first `n` validation tiles, the
+    /// classes painted over the image as `segfit predict --overlay` paints them
+    /// ([`infer::overlay_pixel`]).
     pub fn overlays<B: Backend>(
         &self,
         model: &Segformer<B>,
@@ -332,13 +334,10 @@ impl Reporter {
                     let img = rgb(yy, xx);
                     let gt = item.labels.as_ref().map(|l| l[yy * w + xx]).unwrap_or(255);
                     let pr = pred.get(yy * w + xx).copied().unwrap_or(0).clamp(0, 254) as u8;
-                    let blend = |c: [u8; 3]| -> [u8; 3] {
-                        [0, 1, 2].map(|k| ((img[k] as u16 + c[k] as u16 * 2) / 3) as u8)
-                    };
                     let (x, y) = (cx as i64, (top + cy) as i64);
                     canvas.set(x, y, img);
-                    canvas.set(x + cell as i64 + 4, y, blend(class_colour(gt)));
-                    canvas.set(x + 2 * cell as i64 + 8, y, blend(class_colour(pr)));
+                    canvas.set(x + cell as i64 + 4, y, overlay_pixel(img, gt));
+                    canvas.set(x + 2 * cell as i64 + 8, y, overlay_pixel(img, pr));
                 }
             }
         }

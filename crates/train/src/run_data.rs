@@ -8,7 +8,7 @@ use augment::{Pipeline, PipelineConfig, SegformerProcessor};
 use serde::{Deserialize, Serialize};
 use tiles::{SampleKind, SegDataset};
 
-use crate::config::TrainConfig;
+use crate::config::{Normalize, TrainConfig};
 use crate::data::SampleSource;
 use crate::error::TrainError;
 
@@ -19,8 +19,36 @@ pub(crate) struct RunData {
     pub class_names: Vec<String>,
     pub bands: usize,
     pub audit: Option<tiles::AuditReport>,
+    /// The name of the train split (`data.train_split`).
+    pub train_split: String,
     /// What the run writes to `preprocessing.json`.
     pub preprocessing: RunPreprocessing,
+}
+
+impl RunData {
+    /// Pixels per class in the train split: the audit's counts, else counted over the split's
+    /// masks (what `loss.class_weights = "auto"` weighs by).
+    pub fn train_class_pixels(&self) -> Result<Vec<u64>, TrainError> {
+        if let Some(split) = self
+            .audit
+            .as_ref()
+            .and_then(|a| a.splits.get(&self.train_split))
+        {
+            return Ok(split.class_pixels.clone());
+        }
+        let split = &self.train.dataset;
+        let mut counts = vec![0u64; self.class_names.len()];
+        for i in 0..split.len() {
+            if let Some(mask) = split.get(i)?.mask {
+                for &v in &mask.data {
+                    if let Some(c) = counts.get_mut(v as usize) {
+                        *c += 1;
+                    }
+                }
+            }
+        }
+        Ok(counts)
+    }
 }
 
 /// The preprocessing a run trained with, kept in the run as `preprocessing.json` (written when
@@ -126,7 +154,7 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
     };
     // The bands the model sees (`data.bands` picks and orders them in the processor).
     let bands = processor.output_bands(stored);
-    if cfg.data.normalize == "dataset" {
+    if cfg.data.normalize == Normalize::Dataset {
         let meta = train.meta().filter(|m| m.band_stats.len() == stored).ok_or_else(|| {
             TrainError::Config(format!(
                 "`data.normalize = \"dataset\"` needs per-band statistics in {}/dataset.json; re-run `segfit prepare`",
@@ -164,6 +192,7 @@ pub(crate) fn resolve_data(cfg: &TrainConfig) -> Result<RunData, TrainError> {
         class_names,
         bands,
         audit,
+        train_split: cfg.data.train_split.clone(),
         preprocessing,
     })
 }

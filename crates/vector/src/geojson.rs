@@ -2,9 +2,9 @@
 
 use std::io::Write;
 
-use proj4rs::Proj;
+use geom::Reprojector;
 
-use crate::crs::{Crs, proj4_of};
+use crate::Crs;
 use crate::polygonize::Region;
 use crate::simplify::simplify_region;
 use crate::stats::round6;
@@ -50,9 +50,7 @@ enum Output {
     Identity,
     /// Reprojected to WGS84 through proj4rs (radians in and out for lat/lon systems).
     Reproject {
-        src: Box<Proj>,
-        dst: Box<Proj>,
-        src_latlong: bool,
+        to_wgs84: Box<Reprojector>,
         describe: String,
     },
 }
@@ -238,17 +236,14 @@ impl<W: Write> GeoJsonWriter<W> {
         let (x, y) = self.grid.pixel_to_world(col, row);
         match &self.output {
             Output::Plain | Output::Identity => Ok([x, y]),
-            Output::Reproject {
-                src,
-                dst,
-                src_latlong,
-                describe,
-            } => project(src, dst, *src_latlong, x, y).map_err(|why| VectorError::Reprojection {
-                crs: describe.clone(),
-                x,
-                y,
-                why,
-            }),
+            Output::Reproject { to_wgs84, describe } => {
+                project(to_wgs84, x, y).map_err(|why| VectorError::Reprojection {
+                    crs: describe.clone(),
+                    x,
+                    y,
+                    why,
+                })
+            }
         }
     }
 }
@@ -276,40 +271,24 @@ fn reprojection(grid: &Grid, crs: &Crs) -> Result<Output, VectorError> {
             "its GeoKeys give no EPSG code (a user-defined CRS)".into(),
         ));
     };
-    let Some(def) = proj4_of(code) else {
+    if crs.proj4().is_none() {
         return Err(unprojectable(format!(
             "EPSG:{code} is not in the bundled EPSG table (crs-definitions)"
         )));
-    };
-    let src = Proj::from_proj_string(def)
-        .map_err(|e| unprojectable(format!("proj4rs cannot build `{def}`: {e}")))?;
-    let dst = Proj::from_proj_string("+proj=longlat +datum=WGS84 +no_defs")
-        .expect("WGS84 is a valid proj string");
-    let src_latlong = src.is_latlong();
+    }
+    let to_wgs84 =
+        Reprojector::new(crs, &Crs::wgs84()).map_err(|e| unprojectable(e.to_string()))?;
     let (cx, cy) = grid.pixel_to_world(grid.width() as f64 / 2.0, grid.height() as f64 / 2.0);
-    project(&src, &dst, src_latlong, cx, cy)
+    project(&to_wgs84, cx, cy)
         .map_err(|e| unprojectable(format!("the scene's centre ({cx}, {cy}) fails: {e}")))?;
     Ok(Output::Reproject {
-        src: Box::new(src),
-        dst: Box::new(dst),
-        src_latlong,
+        to_wgs84: Box::new(to_wgs84),
         describe: crs.describe(),
     })
 }
 
-fn project(src: &Proj, dst: &Proj, src_latlong: bool, x: f64, y: f64) -> Result<[f64; 2], String> {
-    let mut p = if src_latlong {
-        (x.to_radians(), y.to_radians(), 0.0)
-    } else {
-        (x, y, 0.0)
-    };
-    proj4rs::transform::transform(src, dst, &mut p).map_err(|e| e.to_string())?;
-    let out = [p.0.to_degrees(), p.1.to_degrees()];
-    if out.iter().all(|v| v.is_finite()) {
-        Ok(out)
-    } else {
-        Err("not a finite coordinate".into())
-    }
+fn project(to_wgs84: &Reprojector, x: f64, y: f64) -> Result<[f64; 2], String> {
+    to_wgs84.transform(x, y).map(|(lon, lat)| [lon, lat])
 }
 
 /// The region's raster area from its pixel-edge rings: `Σ (x_from − x_to)·G(y)` over the

@@ -3,7 +3,7 @@
 use raster::GeoRef;
 
 use crate::VectorError;
-use crate::crs::{Crs, Ellipsoid, crs_from_geokeys};
+use crate::{Crs, Ellipsoid};
 
 /// The georeferencing of a class map: its size, geotransform and CRS.
 #[derive(Clone, Debug)]
@@ -46,7 +46,7 @@ impl Grid {
                 why: "its determinant a·e − b·d is zero",
             });
         }
-        let (crs, pixels_only) = match crs_from_geokeys(geo) {
+        let (crs, pixels_only) = match Crs::from_geokeys(geo) {
             Ok(crs) => (Some(crs), None),
             Err(why) => (None, Some(why)),
         };

@@ -16,7 +16,7 @@
 //!   cross, and no ring passes a corner twice. Memory is two rows plus the boundary edges of
 //!   the regions still open (see `BENCH.md`).
 //! - [`GeoJsonWriter`] writes them as RFC 7946 features (WGS84 lon/lat through `proj4rs` and
-//!   the bundled EPSG table of `crs-definitions`, or the scene's own CRS), optionally
+//!   the bundled EPSG table of `crs-definitions`, through `geom`, or the scene's own CRS), optionally
 //!   simplified: Douglas–Peucker on the arcs between neighbours, the same on both sides, taking
 //!   a shortcut only where it sweeps over no pixel corner, so that no gaps, overlaps or
 //!   crossings appear without seeing the neighbours (see [`VectorOptions::simplify_m`]).
@@ -62,7 +62,6 @@
 //! ```
 #![deny(missing_docs)]
 
-mod crs;
 mod error;
 mod geojson;
 mod grid;
@@ -71,9 +70,9 @@ mod rings;
 mod simplify;
 mod stats;
 
-pub use crs::{Crs, Ellipsoid};
 pub use error::VectorError;
 pub use geojson::{GeoJsonWriter, OutputCrs, VectorOptions};
+pub use geom::{Crs, Ellipsoid};
 pub use grid::Grid;
 pub use polygonize::{Polygonizer, Region};
 pub use stats::{ClassStats, StatsReport};

@@ -48,10 +48,11 @@ impl Transform for RandomBrightnessContrast {
         let alpha = 1.0 + rng.uniform(c0, c1);
         let beta = rng.uniform(b0, b1);
         let max = item.image.kind().max_value();
+        // `beta * mean` in f64 as albumentations has it, rounded to f32 where its table is.
         let shift = if self.brightness_by_max {
             beta * max
         } else {
-            beta * photo::mean(&item.image.data)
+            (beta as f64 * photo::mean(&item.image.data)) as f32
         };
         // albumentations truncates integer results (`clip(...).astype(uint8)`); so do we.
         let truncate = item.image.kind() != SampleKind::F32;
@@ -97,13 +98,15 @@ impl Transform for RandomGamma {
     }
     fn apply(&self, item: &mut Item, rng: &mut SampleRng) -> Result<(), AugmentError> {
         let (lo, hi) = self.range();
-        let g = rng.uniform(lo, hi) / 100.0;
-        let max = item.image.kind().max_value();
-        // Truncated on integer images, as albumentations' lookup table is.
+        let g = rng.uniform(lo, hi) as f64 / 100.0;
+        let max = item.image.kind().max_value() as f64;
+        // albumentations' u8 table, `(arange(0, 256 / 255, 1 / 255) ** gamma) * 255` in f64 and
+        // truncated: `x * (1 / 255)`, not `x / 255`, and f64 throughout, or gamma 1 would not
+        // map 33 to 32 as it does there. Integer images truncate alike; f32 ones do not.
         let truncate = item.image.kind() != SampleKind::F32;
         photo::map_values(&mut item.image.data, item.image.bands, |_, x| {
-            let v = max * (x.max(0.0) / max).powf(g);
-            if truncate { v.floor() } else { v }
+            let v = (x.max(0.0) as f64 * (1.0 / max)).powf(g) * max;
+            (if truncate { v.floor() } else { v }) as f32
         });
         Ok(())
     }
@@ -166,7 +169,7 @@ impl Transform for HueSaturationValue {
             rng.uniform(s0, s1),
             rng.uniform(v0, v1),
         );
-        crate::hsv::hsv_shift(&mut item.image.data, hue, sat, val);
+        crate::hsv::hsv_shift(&mut item.image.data, item.image.width, hue, sat, val);
         Ok(())
     }
 }

@@ -8,6 +8,9 @@ Each case is one transform with fixed parameters (p = 1) applied to `input.image
 import json
 import os
 
+# Before OpenCV loads (it pins OpenCV's HSV -> RGB to AVX2's 32-pixel SIMD blocks; see there).
+from make_albumentations_colour import require_avx2
+
 import albumentations as A
 import cv2
 import numpy as np
@@ -44,6 +47,7 @@ CASES = {
 
 
 def main():
+    require_avx2()
     img, mask = synthetic()
     tensors = {"input.image": img, "input.mask": mask}
     manifest = {}

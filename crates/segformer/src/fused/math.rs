@@ -1,5 +1,5 @@
 //! Branch-free `exp` and `erf` that the compiler vectorises, and a macro compiling a hot loop
-//! twice, for AVX2+FMA (picked at run time when the CPU has them) and for the baseline target.
+//! three times (AVX-512, AVX2+FMA and the baseline target) that runs the widest this CPU has.
 
 /// `e^x` for f32 (Cephes' `expf` polynomial, about 2 ulp; inputs below −87.3 give ≈1e−38
 /// instead of 0 and above 88.7 ≈3e38 instead of ∞, which no caller here can tell apart; NaN
@@ -120,41 +120,8 @@ pub(crate) fn lanes_max(x: &[f32]) -> f32 {
     acc.iter().copied().fold(tail, f32::max)
 }
 
-/// The widest of the builds [`multiversion!`] makes that this CPU runs.
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Simd {
-    /// AVX-512 F/BW/VL/DQ (with AVX2 and FMA).
-    Avx512,
-    /// AVX2 and FMA.
-    Avx2,
-    /// Neither.
-    Baseline,
-}
-
-/// The CPU's [`Simd`] level, detected once: the kernels ask per row, so this is one load.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn simd() -> Simd {
-    static LEVEL: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-        if avx2
-            && std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("avx512dq")
-        {
-            Simd::Avx512
-        } else if avx2 {
-            Simd::Avx2
-        } else {
-            Simd::Baseline
-        }
-    })
-}
-
 /// Defines `fn $name` whose body is compiled for AVX-512, for AVX2+FMA and for the baseline,
-/// choosing the widest the CPU has ([`simd`], detected once). The
+/// choosing the widest the CPU has ([`cpu::simd`](super::cpu::simd), detected once). The
 /// builds compute the same floats: Rust never contracts `a·b + c` into an FMA or reorders a
 /// sum, so only the vector width differs.
 macro_rules! multiversion {
@@ -163,7 +130,7 @@ macro_rules! multiversion {
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
-                use $crate::fused::math::{Simd, simd};
+                use $crate::fused::cpu::{Simd, simd};
                 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
                 unsafe fn avx512($($arg: $ty),*) $(-> $ret)? $body
                 #[target_feature(enable = "avx2,fma")]

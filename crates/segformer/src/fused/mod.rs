@@ -20,11 +20,11 @@
 //! `tests.rs`, and the whole model against HF transformers in the crate's parity tests.
 
 mod attention;
+pub(crate) mod cpu;
 mod decode;
 mod drop_path;
 mod dwconv;
 mod gemm;
-mod gemm_bf16;
 mod im2col;
 mod layer_norm;
 mod linear;
@@ -57,7 +57,6 @@ pub(crate) use decode::{Dropout, Norm, upsample_sum_bn_relu};
 pub(crate) use drop_path::drop_samples;
 pub(crate) use dwconv::dwconv3x3_act;
 pub(crate) use gemm::Precision;
-pub(crate) use gemm_bf16::available as bf16_available;
 pub(crate) use im2col::im2col;
 pub(crate) use layer_norm::layer_norm;
 pub(crate) use linear::{linear, linear_with};

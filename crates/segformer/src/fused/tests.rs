@@ -85,7 +85,7 @@ fn linear_matches_burn_linear() {
 #[test]
 fn bf16_linear_rounds_operands_and_sums_in_f32() {
     let _rng = crate::test_support::rng_lock();
-    if !gemm_bf16::available() {
+    if !cpu::has_bf16() {
         eprintln!("skipped: this CPU has no AVX512-BF16");
         return;
     }
@@ -105,7 +105,7 @@ fn bf16_linear_rounds_operands_and_sums_in_f32() {
             .to_vec::<f32>()
             .unwrap()
             .into_iter()
-            .map(gemm_bf16::round_bf16)
+            .map(gemm::round_bf16)
             .collect();
         Tensor::<Flex, 2>::from_data(
             burn::tensor::TensorData::new(values, shape),
@@ -151,14 +151,14 @@ fn bf16_without_the_instructions_is_f32() {
     let x = random::<Flex, 4>([1, channels, 64, 64], 21);
     let bits = |t: Tensor<Flex, 4>| t.into_data().to_vec::<f32>().unwrap();
     let f32_out = model.forward(x.clone());
-    let fallback = gemm_bf16::without_bf16(|| {
+    let fallback = cpu::without_bf16(|| {
         model
             .clone()
             .with_compute_dtype(Some(BF16))
             .forward(x.clone())
     });
     assert_eq!(bits(fallback), bits(f32_out.clone()));
-    if gemm_bf16::available() {
+    if cpu::has_bf16() {
         let model = model.with_compute_dtype(Some(BF16));
         let bf16 = model.clone().forward(x.clone());
         let e = crate::test_support::rel_err(bf16.clone(), f32_out);
@@ -177,7 +177,7 @@ fn fused_products_follow_the_compute_dtype() {
     let c = |dtype, kernels| Compute { dtype, kernels };
     let products = |c| crate::ops::fused_products::<A>(c, &device);
     assert_eq!(products(c(None, Kernels::Auto)), Some(Precision::F32));
-    let bf16 = if gemm_bf16::available() {
+    let bf16 = if cpu::has_bf16() {
         Precision::Bf16
     } else {
         Precision::F32
@@ -250,7 +250,7 @@ fn attention_case<B: burn::tensor::backend::AutodiffBackend>(heads: usize, n: us
 /// rounding of autocast's composition, and do round: they differ from the f32 kernel.
 #[test]
 fn bf16_attention_matches_the_autocast_composition() {
-    if !gemm_bf16::available() {
+    if !cpu::has_bf16() {
         eprintln!("skipped: this CPU has no AVX512-BF16");
         return;
     }

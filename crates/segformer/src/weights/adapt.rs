@@ -9,8 +9,9 @@ use burn::tensor::TensorData;
 pub(crate) const INPUT_KERNEL: &str = "segformer.stages.0.patch_embeddings.proj.weight";
 
 /// How a pretrained first kernel `[O, I, k, k]` becomes `[O, C, k, k]` when the dataset has
-/// `C != I` bands.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// `C != I` bands. Configs name it `repeat`, `mean` or `random` (serde, lowercase).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum InputAdapt {
     /// timm's `adapt_input_conv`: band `j` gets checkpoint kernel `j mod I` (R, G, B, R, …),
     /// all scaled by `I / C` so a pixel whose bands are equal gives the same response; for
@@ -31,13 +32,6 @@ impl InputAdapt {
             InputAdapt::Mean => "mean",
             InputAdapt::Random => "random",
         }
-    }
-
-    /// Parses a config name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [InputAdapt::Repeat, InputAdapt::Mean, InputAdapt::Random]
-            .into_iter()
-            .find(|a| a.name() == name)
     }
 
     /// The adapted kernel `[O, bands, k, k]` from a checkpoint kernel `[O, I, k, k]`

@@ -82,6 +82,12 @@ pub(super) fn check_alignment(
     Ok(None)
 }
 
+/// Whether two rasters are in one CRS: no CRS-defining key that both set differs (a raster
+/// without CRS keys is taken to be in the other's CRS).
+pub(crate) fn same_crs(a: &GeoRef, b: &GeoRef) -> bool {
+    crs_difference(&crs_keys(a), &crs_keys(b)).is_none()
+}
+
 /// One GeoKey's value, resolved from wherever the directory stores it.
 #[derive(Clone, Debug, PartialEq)]
 enum KeyValue {

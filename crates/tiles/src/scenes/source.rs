@@ -5,7 +5,7 @@ use std::path::Path;
 use raster::{GeoRef, Mask, Raster, RasterData, SampleKind};
 
 use crate::error::TilesError;
-use crate::io::{read_image, read_mask};
+use crate::io::{is_tiff, read_image, read_mask};
 use crate::tiff_read::ChunkedReader;
 
 /// Windowed access to an image or mask: chunked for TIFF, whole for anything else.
@@ -97,15 +97,6 @@ impl Source {
         let r = self.rows(y, h)?;
         crate::io::raster_to_mask(path, &r)
     }
-}
-
-fn is_tiff(path: &Path) -> bool {
-    std::fs::File::open(path)
-        .and_then(|mut f| {
-            let mut b = [0u8; 4];
-            std::io::Read::read_exact(&mut f, &mut b).map(|_| b)
-        })
-        .is_ok_and(|b| &b[..2] == b"II" || &b[..2] == b"MM")
 }
 
 /// The `w × h` window at `(x, y)` of `r`.

@@ -1,0 +1,14 @@
+//! segfit's integration tests, one binary (linked once) with a module per behaviour; most run
+//! the real `segfit` binary, each in its own process.
+
+mod answers;
+mod common;
+mod hostile;
+mod nodata;
+mod plan_json;
+mod preprocessing;
+mod recipes;
+mod streaming;
+mod tta;
+mod wgpu;
+mod workflow;

@@ -1,0 +1,3 @@
+//! fsio's integration tests, one binary with a module per behaviour.
+
+mod umask;

@@ -1,0 +1,3 @@
+//! infer's integration tests, one binary with a module per behaviour.
+
+mod metrics;

@@ -1,0 +1,10 @@
+//! segformer's integration tests, one binary (linked once) with a module per behaviour.
+
+mod common;
+mod input_adapt;
+mod loading;
+mod mixed_precision;
+mod parity_b0;
+mod parity_recompute;
+mod parity_tiny;
+mod wgpu;

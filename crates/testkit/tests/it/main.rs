@@ -1,0 +1,3 @@
+//! testkit's integration tests, one binary with a module per behaviour.
+
+mod fixtures;

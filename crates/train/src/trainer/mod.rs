@@ -1,0 +1,451 @@
+//! The training loop, as a [`Trainer`] that the run drives epoch by epoch.
+//!
+//! Per micro-batch ([`Trainer::micro_batch`]): forward, loss, backward, gradients added to the
+//! group's. Per group of `accumulation_steps` micro-batches ([`Trainer::optimizer_step`]): one
+//! AdamW step, whose [`StepOutcome`] says whether it was applied. Per epoch
+//! ([`Trainer::end_epoch`]): evaluation when due, metrics, plots and checkpoints. Nothing from
+//! a step outlives it: the loss is read back as a plain `f32` and the graph is consumed by
+//! `backward`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use augment::Batch;
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::prelude::ToElement;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use infer::{EvalResult, batch_tensors};
+use segformer::Segformer;
+
+use crate::checkpoint::{RunDir, TrainerState, save_checkpoint};
+use crate::config::{LoopConfig, TrainConfig};
+use crate::data::{Loader, LoaderOptions, SampleSource, epoch_order};
+use crate::error::TrainError;
+use crate::optim::AdamW;
+use crate::report::{EpochRecord, Reporter, StepRecord};
+use crate::run_data::RunData;
+
+mod start;
+
+/// How to run: where to write, whether to resume.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The run directory (created; holds checkpoints, metrics, plots, the resolved config).
+    pub run_dir: PathBuf,
+    /// Continue from `run_dir/checkpoints/last`.
+    pub resume: bool,
+    /// The implementation of the model's layers (`segformer::Kernels::Auto`: the fastest
+    /// the backend has).
+    pub kernels: segformer::Kernels,
+}
+
+impl RunOptions {
+    /// A fresh run (no resume) into `run_dir` with the fastest kernels the backend has.
+    pub fn new(run_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            run_dir: run_dir.into(),
+            resume: false,
+            kernels: segformer::Kernels::Auto,
+        }
+    }
+}
+
+/// What a finished run reports.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Optimizer steps taken.
+    pub steps: u64,
+    /// Steps skipped for non-finite values.
+    pub skipped_steps: u64,
+    /// Validation metrics of the last evaluation.
+    pub last_eval: Option<EvalResult>,
+    /// Best value of the selection metric.
+    pub best: Option<f64>,
+    /// Why the run stopped early (`train.early_stopping`), when it did.
+    pub stopped: Option<String>,
+}
+
+/// Trains the model `cfg` describes on backend `B`, writing everything under `opts.run_dir`.
+pub fn train<B: AutodiffBackend>(
+    cfg: &TrainConfig,
+    opts: &RunOptions,
+    device: &B::Device,
+) -> Result<RunSummary, TrainError> {
+    let mut trainer = Trainer::<B>::new(cfg, opts, device)?;
+    while trainer.state.epoch < cfg.train.epochs
+        && !trainer.out_of_steps()
+        && trainer.state.stopped.is_none()
+    {
+        trainer.run_epoch()?;
+    }
+    Ok(trainer.finish())
+}
+
+/// What one optimizer step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StepOutcome {
+    /// AdamW applied the group's gradients.
+    Applied,
+    /// f16 gradients overflowed: the step was skipped and the loss scale halved
+    /// (GradScaler semantics; not a sign of divergence).
+    Overflow,
+    /// A loss or gradient was not finite: the step was skipped (counts towards divergence).
+    NonFinite,
+}
+
+/// The micro-batches whose gradients are being accumulated for the next optimizer step.
+struct Group<B: AutodiffBackend> {
+    grads: GradientsAccumulator<Segformer<B>>,
+    /// Mean loss of the group so far (each micro-batch's loss divided by the group's size).
+    loss: f64,
+    /// Whether every micro-batch of the group had a finite loss.
+    finite: bool,
+}
+
+impl<B: AutodiffBackend> Group<B> {
+    fn new() -> Self {
+        Self {
+            grads: GradientsAccumulator::new(),
+            loss: 0.0,
+            finite: true,
+        }
+    }
+}
+
+/// Running figures of the current epoch.
+struct EpochTally {
+    started: Instant,
+    images: usize,
+    /// Sum and count of the losses of applied steps.
+    loss: (f64, usize),
+}
+
+impl EpochTally {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            images: 0,
+            loss: (0.0, 0),
+        }
+    }
+
+    fn mean_loss(&self) -> f64 {
+        match self.loss {
+            (_, 0) => f64::NAN,
+            (sum, n) => sum / n as f64,
+        }
+    }
+}
+
+/// One training run in progress: the model, its optimizer and the loop's position.
+pub(crate) struct Trainer<'a, B: AutodiffBackend> {
+    cfg: &'a TrainConfig,
+    run: RunDir,
+    device: B::Device,
+    data: RunData,
+    /// Always `Some` between calls: AdamW takes the model by value for its step.
+    model: Option<Segformer<B>>,
+    optim: AdamW<B>,
+    state: TrainerState,
+    reporter: Reporter,
+    batches_per_epoch: usize,
+    total_steps: u64,
+    /// f16: scale the loss so small gradients survive; AdamW unscales them.
+    use_scaler: bool,
+    group: Group<B>,
+    tally: EpochTally,
+    last_eval: Option<EvalResult>,
+    /// The training loss (`[loss]`).
+    loss: segformer::SegLoss,
+}
+
+impl<'a, B: AutodiffBackend> Trainer<'a, B> {
+    fn model(&self) -> &Segformer<B> {
+        self.model
+            .as_ref()
+            .expect("the model is back after every step")
+    }
+
+    fn out_of_steps(&self) -> bool {
+        self.state.step >= self.total_steps
+    }
+
+    /// Trains the rest of the current epoch (from `state.next_batch`), then ends it.
+    fn run_epoch(&mut self) -> Result<(), TrainError> {
+        let t = &self.cfg.train;
+        let epoch = self.state.epoch as u64;
+        let order = epoch_order(self.data.train.dataset.len(), t.seed, epoch, true);
+        let first_batch = self.state.next_batch;
+        let options = LoaderOptions {
+            batch_size: t.batch_size,
+            start_batch: first_batch,
+            workers: t.workers,
+            prefetch: t.prefetch,
+        };
+        let loader = Loader::new(self.data.train.clone(), order, epoch, options);
+        let steps = loader.remaining_batches().div_ceil(t.accumulation_steps);
+        self.reporter.start_epoch(self.state.epoch, steps);
+        self.group = Group::new();
+        self.tally = EpochTally::new();
+        for (offset, batch) in loader.enumerate() {
+            let b = first_batch + offset;
+            self.micro_batch(b, &batch?);
+            if b + 1 < self.group_end(b) {
+                continue;
+            }
+            let lr = self.lr();
+            let outcome = self.optimizer_step(lr, b + 1);
+            self.after_step(outcome, lr)?;
+            if self.out_of_steps() {
+                break;
+            }
+        }
+        self.end_epoch()
+    }
+
+    /// One past the last micro-batch of the accumulation group of micro-batch `b` (the last
+    /// group of an epoch may be short).
+    fn group_end(&self, b: usize) -> usize {
+        let k = self.cfg.train.accumulation_steps;
+        let start = b / k * k;
+        start + k.min(self.batches_per_epoch - start)
+    }
+
+    /// Forward, loss and backward of micro-batch `b` of the epoch; its gradients join the
+    /// group's. A non-finite loss marks the group instead (its graph is dropped unused).
+    pub(crate) fn micro_batch(&mut self, b: usize, batch: &Batch) {
+        let t = &self.cfg.train;
+        let group_start = b / t.accumulation_steps * t.accumulation_steps;
+        let group_len = (self.group_end(b) - group_start) as f64;
+        // Dropout and drop path draw from the backend RNG: reseed per micro-batch so a resumed
+        // run draws exactly what the uninterrupted one would have.
+        B::seed(&self.device, mix(t.seed, self.state.epoch as u64, b as u64));
+        let (x, y) = batch_tensors::<B>(batch, &self.device);
+        self.tally.images += batch.n;
+        let model = self
+            .model
+            .as_ref()
+            .expect("the model is back after every step");
+        let loss = model.loss_with(model.forward(x), y, &self.loss);
+        let value = loss.clone().into_scalar().to_f64();
+        if !value.is_finite() {
+            self.group.finite = false;
+            return;
+        }
+        self.group.loss += value / group_len;
+        let scale = if self.use_scaler {
+            self.state.scaler.scale()
+        } else {
+            1.0
+        };
+        let grads = loss.mul_scalar(scale / group_len).backward();
+        let grads = GradientsParams::from_grads(grads, model);
+        self.group.grads.accumulate(model, grads);
+    }
+
+    /// The learning rate of the next optimizer step.
+    fn lr(&self) -> f64 {
+        let c = self.cfg;
+        c.schedule.lr(
+            c.optimizer.lr,
+            self.state.step as usize,
+            self.total_steps as usize,
+        )
+    }
+
+    /// One AdamW step on the group's gradients at `lr`; the epoch continues at `next_batch`.
+    pub(crate) fn optimizer_step(&mut self, lr: f64, next_batch: usize) -> StepOutcome {
+        let grads = self.group.grads.grads();
+        let grad_scale = if self.use_scaler {
+            1.0 / self.state.scaler.scale()
+        } else {
+            1.0
+        };
+        let applied = self.group.finite && {
+            let model = self
+                .model
+                .take()
+                .expect("the model is back after every step");
+            let (model, stats) = self.optim.step(lr, model, grads, grad_scale);
+            self.model = Some(model);
+            stats.applied
+        };
+        let state = &mut self.state;
+        state.step += 1;
+        state.next_batch = next_batch;
+        if self.use_scaler {
+            state.scaler.update(applied);
+        }
+        if applied {
+            state.bad_steps = 0;
+            state.optimizer_steps = self.optim.steps();
+            StepOutcome::Applied
+        } else {
+            state.skipped_steps += 1;
+            // An f16 overflow with finite losses only halves the scale; anything else counts
+            // towards divergence.
+            if self.use_scaler && self.group.finite {
+                StepOutcome::Overflow
+            } else {
+                state.bad_steps += 1;
+                StepOutcome::NonFinite
+            }
+        }
+    }
+
+    /// Logs the step, stops a diverging run, writes the periodic checkpoint, and starts the
+    /// next group.
+    fn after_step(&mut self, outcome: StepOutcome, lr: f64) -> Result<(), TrainError> {
+        let t = &self.cfg.train;
+        let step = self.state.step;
+        match outcome {
+            StepOutcome::Applied => {
+                self.tally.loss.0 += self.group.loss;
+                self.tally.loss.1 += 1;
+            }
+            StepOutcome::Overflow => self.reporter.note(&format!(
+                "step {step}: f16 gradient overflow, step skipped, loss scale now {}",
+                self.state.scaler.scale()
+            )),
+            StepOutcome::NonFinite => {
+                self.reporter.note(&format!(
+                    "step {step}: non-finite loss or gradient, step skipped"
+                ));
+                if self.state.bad_steps >= t.max_bad_steps {
+                    return Err(TrainError::Diverged {
+                        step,
+                        count: self.state.bad_steps,
+                    });
+                }
+            }
+        }
+        let elapsed = self.tally.started.elapsed().as_secs_f64().max(1e-9);
+        self.reporter.step(&StepRecord {
+            epoch: self.state.epoch,
+            step,
+            loss: self.group.loss,
+            lr,
+            images_per_s: self.tally.images as f64 / elapsed,
+        });
+        self.group.loss = 0.0;
+        self.group.finite = true;
+        if t.checkpoint_every > 0 && step.is_multiple_of(t.checkpoint_every as u64) {
+            self.save(&self.run.last())?;
+        }
+        Ok(())
+    }
+
+    /// Closes the epoch (or the run, when its steps are spent mid-epoch): evaluates when due,
+    /// logs the epoch and writes `last` (and `best` when the selection metric improved).
+    pub(crate) fn end_epoch(&mut self) -> Result<(), TrainError> {
+        let t = &self.cfg.train;
+        let epoch = self.state.epoch;
+        let finished = self.state.next_batch >= self.batches_per_epoch;
+        if finished {
+            self.state.epoch += 1;
+            self.state.next_batch = 0;
+        }
+        let due =
+            self.state.epoch.is_multiple_of(t.eval_every.max(1)) || self.state.epoch >= t.epochs;
+        if !(finished && due || self.out_of_steps()) {
+            return self.save(&self.run.last());
+        }
+        let inner = self.model().valid();
+        let eval = evaluate_split(&inner, &self.data.val, t, &mut self.reporter)?;
+        let value = t.best_metric.of(&eval);
+        let improved = t.best_metric.improves(value, self.state.best, 0.0);
+        if improved {
+            self.state.best = Some(value);
+        }
+        if let Some(es) = &t.early_stopping {
+            let v = es.metric.of(&eval);
+            if let Some(why) = es.observe(&mut self.state.early_stopping, v) {
+                let why = format!(
+                    "{why}; stopped after epoch {epoch}, step {}",
+                    self.state.step
+                );
+                self.reporter.note(&why);
+                self.state.stopped = Some(why);
+            }
+        }
+        self.reporter.epoch(&EpochRecord {
+            epoch,
+            step: self.state.step,
+            train_loss: self.tally.mean_loss(),
+            val_loss: eval.loss,
+            metrics: eval.metrics.clone(),
+            seconds: self.tally.started.elapsed().as_secs_f64(),
+        })?;
+        self.reporter
+            .overlays(&inner, &self.data.val, t.overlay_samples)?;
+        self.save(&self.run.last())?;
+        if improved {
+            crate::checkpoint::copy_checkpoint(&self.run.last(), &self.run.best())?;
+        }
+        self.last_eval = Some(eval);
+        Ok(())
+    }
+
+    /// Writes model, optimizer and loop state to the checkpoint directory `dir`.
+    fn save(&self, dir: &Path) -> Result<(), TrainError> {
+        save_checkpoint(dir, self.model(), &self.optim, &self.state)
+    }
+
+    /// Closes the log and reports the run.
+    fn finish(mut self) -> RunSummary {
+        self.reporter.finish();
+        RunSummary {
+            run_dir: self.run.0.clone(),
+            steps: self.state.step,
+            skipped_steps: self.state.skipped_steps,
+            last_eval: self.last_eval,
+            best: self.state.best,
+            stopped: self.state.stopped.clone(),
+        }
+    }
+}
+
+/// Loss and metrics over every sample of `source`, through the one evaluation loop,
+/// [`infer::evaluate`] (`model` without autodiff: nothing is recorded).
+fn evaluate_split<B: Backend>(
+    model: &Segformer<B>,
+    source: &Arc<SampleSource>,
+    t: &LoopConfig,
+    reporter: &mut Reporter,
+) -> Result<EvalResult, TrainError> {
+    let device = model.devices().into_iter().next().unwrap_or_default();
+    let options = LoaderOptions {
+        batch_size: t.batch_size,
+        start_batch: 0,
+        workers: t.workers,
+        prefetch: t.prefetch,
+    };
+    let loader = Loader::new(
+        source.clone(),
+        (0..source.dataset.len()).collect(),
+        0,
+        options,
+    );
+    reporter.start_eval(loader.remaining_batches());
+    infer::evaluate(model, loader, &device, || reporter.eval_batch())
+}
+
+/// A 64-bit mix of three values (splitmix64 steps), for per-batch seeds.
+fn mix(a: u64, b: u64, c: u64) -> u64 {
+    let mut z = a ^ b.rotate_left(21) ^ c.rotate_left(42) ^ 0x9E37_79B9_7F4A_7C15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Whether `dir` holds a run that can be resumed.
+pub fn can_resume(dir: &Path) -> bool {
+    RunDir(dir.to_path_buf())
+        .last()
+        .join("trainer_state.json")
+        .is_file()
+}
