@@ -118,12 +118,17 @@ fn fuzz(seeds: &[Vec<u8>], ext: &str, cases: usize, mut state: u64) -> usize {
 }
 
 #[test]
-fn mutated_pngs_and_jpegs_never_panic() {
-    let (pngs, jpegs) = seeds();
-    let png_ok = fuzz(&pngs, "png", 5000, 0x1234_5678_9abc_def1);
-    let jpeg_ok = fuzz(&jpegs, "jpg", 5000, 0x0fed_cba9_8765_4321);
-    // Enough still decode for the decoders to be exercised past the header.
-    // PNG chunks carry CRCs, so most mutations stop at the first corrupt chunk.
-    assert!(png_ok > 20, "{png_ok} of 5000 PNGs decoded");
-    assert!(jpeg_ok > 100, "{jpeg_ok} of 5000 JPEGs decoded");
+fn mutated_pngs_never_panic() {
+    let (pngs, _) = seeds();
+    let ok = fuzz(&pngs, "png", 5000, 0x1234_5678_9abc_def1);
+    // PNG chunks carry CRCs, so most mutations stop at the first corrupt chunk; enough still
+    // decode for the decoder to be exercised past the header.
+    assert!(ok > 20, "{ok} of 5000 PNGs decoded");
+}
+
+#[test]
+fn mutated_jpegs_never_panic() {
+    let (_, jpegs) = seeds();
+    let ok = fuzz(&jpegs, "jpg", 5000, 0x0fed_cba9_8765_4321);
+    assert!(ok > 100, "{ok} of 5000 JPEGs decoded");
 }
