@@ -145,7 +145,10 @@ fn mutated_npy_arrays_never_panic() {
     let ok = fuzz(
         "npy",
         0x5eed_0001,
-        |rng| mutate_bytes(rng, &seeds[rng.below(2)]),
+        |rng| {
+            let i = rng.below(2);
+            mutate_bytes(rng, &seeds[i])
+        },
         |b| crate::npy::decode_f32(b).is_ok(),
     );
     assert!(ok > 100, "{ok} of 5000 parsed");
