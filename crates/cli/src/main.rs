@@ -17,6 +17,8 @@ mod eval;
 mod export;
 mod hf_preprocessor;
 mod host;
+mod labels;
+mod layers;
 mod model_source;
 mod npy;
 mod output;

@@ -26,6 +26,27 @@ pub fn ok(args: &[&str]) -> String {
     stdout.into_owned()
 }
 
+/// Runs segfit, asserts a clean failure (exit 1, one `error:` line, no panic), returns stderr.
+pub fn fails(args: &[&str]) -> String {
+    let out = segfit(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "segfit {args:?} should fail cleanly; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: ") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "one line expected:\n{stderr}"
+    );
+    stderr
+}
+
 /// Runs `segfit predict --model <model> --input <input> --output <output> <extra…>` and
 /// asserts success; returns stdout.
 pub fn predict_ok(model: &Path, input: &Path, output: &Path, extra: &[&str]) -> String {

@@ -4,6 +4,7 @@
 mod answers;
 mod common;
 mod hostile;
+mod labels;
 mod nodata;
 mod plan_json;
 mod preprocessing;
