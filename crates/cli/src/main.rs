@@ -27,6 +27,7 @@ mod predict;
 mod prepare;
 mod scene;
 mod train_cmd;
+mod zones;
 
 use std::io::Write as _;
 use std::process::ExitCode;

@@ -161,6 +161,19 @@ pub fn fixture_with_head(dir: &Path, name: &str, weight: Vec<f32>, bias: Vec<f32
     dst
 }
 
+/// The tiny fixture with a sharper 3-class head (fixed pseudo-random weights, no bias), so
+/// that its class map has regions of every class rather than one class everywhere.
+pub fn varied_model(dir: &Path) -> PathBuf {
+    let mut state = 0x2545_f491_u32;
+    let weight = (0..3 * classifier_width())
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 24) as f32 * 8.0 - 4.0
+        })
+        .collect();
+    fixture_with_head(dir, "varied", weight, vec![0.0; 3])
+}
+
 /// The input width of the tiny fixture's classifier (its decoder hidden size).
 pub fn classifier_width() -> usize {
     let bytes = std::fs::read(fixture().join("model.safetensors")).unwrap();

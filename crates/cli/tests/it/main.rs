@@ -13,3 +13,4 @@ mod streaming;
 mod tta;
 mod wgpu;
 mod workflow;
+mod zones;
