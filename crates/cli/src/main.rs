@@ -19,6 +19,8 @@ mod export;
 mod fuzz;
 mod hf_preprocessor;
 mod host;
+mod labels;
+mod layers;
 mod model_source;
 mod npy;
 mod output;
@@ -27,6 +29,7 @@ mod predict;
 mod prepare;
 mod scene;
 mod train_cmd;
+mod zones;
 
 use std::io::Write as _;
 use std::process::ExitCode;

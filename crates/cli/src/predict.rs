@@ -148,6 +148,7 @@ fn predict_on<B: Backend>(
     }
     let answers = AnswerSpec::new(&args.answers, class_names(model.config()))?;
     let mut report = answers.report();
+    let mut zone_stats: Option<vector::ZoneStats> = None;
     let input = args
         .input
         .as_ref()
@@ -197,6 +198,16 @@ fn predict_on<B: Backend>(
         if let (Some(report), Some((stats, grid))) = (&mut report, finished.stats) {
             report.add(&file.display().to_string(), &grid, stats);
         }
+        match (&mut zone_stats, finished.zones) {
+            (Some(total), Some(z)) => total.merge(&z),
+            (total, z) => *total = total.take().or(z),
+        }
+    }
+    for w in answers.zone_warnings() {
+        eprintln!("warning: {w}");
+    }
+    if let (Some(report), Some(z)) = (&mut report, zone_stats) {
+        report.set_zones(z, crate::zones::OVERLAP_NOTE);
     }
     if let Some(report) = &report {
         answers.write_report(report)?;

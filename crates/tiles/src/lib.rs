@@ -96,7 +96,9 @@ pub use meta::{DATASET_JSON, DatasetMeta, TileRecord};
 pub use prepare::{FolderOptions, PrepareReport, audit, audit_prepared, prepare_folder};
 pub use raster::{GeoRef, Mask, Raster, RasterData, Sample, SampleKind};
 pub use remote::{FetchStats, Remote, RemoteError, RemoteOptions, is_url};
-pub use scenes::{SceneOptions, prepare_scenes};
+pub use scenes::{
+    LabellerError, SceneLabeller, SceneOptions, prepare_labelled_scenes, prepare_scenes,
+};
 pub use stac::{
     BandName, BandStack, StacAsset, StacItem, StackBand, StackOptions, parse_stac, read_stac,
 };

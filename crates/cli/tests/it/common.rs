@@ -26,6 +26,27 @@ pub fn ok(args: &[&str]) -> String {
     stdout.into_owned()
 }
 
+/// Runs segfit, asserts a clean failure (exit 1, one `error:` line, no panic), returns stderr.
+pub fn fails(args: &[&str]) -> String {
+    let out = segfit(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "segfit {args:?} should fail cleanly; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: ") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "one line expected:\n{stderr}"
+    );
+    stderr
+}
+
 /// Runs `segfit predict --model <model> --input <input> --output <output> <extra…>` and
 /// asserts success; returns stdout.
 pub fn predict_ok(model: &Path, input: &Path, output: &Path, extra: &[&str]) -> String {
@@ -138,6 +159,19 @@ pub fn fixture_with_head(dir: &Path, name: &str, weight: Vec<f32>, bias: Vec<f32
     let out = safetensors::serialize(tensors, &None).unwrap();
     std::fs::write(dst.join("model.safetensors"), out).unwrap();
     dst
+}
+
+/// The tiny fixture with a sharper 3-class head (fixed pseudo-random weights, no bias), so
+/// that its class map has regions of every class rather than one class everywhere.
+pub fn varied_model(dir: &Path) -> PathBuf {
+    let mut state = 0x2545_f491_u32;
+    let weight = (0..3 * classifier_width())
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 24) as f32 * 8.0 - 4.0
+        })
+        .collect();
+    fixture_with_head(dir, "varied", weight, vec![0.0; 3])
 }
 
 /// The input width of the tiny fixture's classifier (its decoder hidden size).
