@@ -80,6 +80,11 @@ struct VectorSpec {
 }
 
 impl AnswerSpec {
+    /// The model's class names, one per class.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
     /// Checks the flags against the model's `names` (one per class) before anything runs.
     pub fn new(args: &AnswerArgs, names: Vec<String>) -> Result<Self> {
         if let Some(path) = &args.stats {

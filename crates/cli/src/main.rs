@@ -15,6 +15,8 @@ mod answers;
 mod device;
 mod eval;
 mod export;
+#[cfg(test)]
+mod fuzz;
 mod hf_preprocessor;
 mod host;
 mod model_source;

@@ -1,7 +1,7 @@
 //! `segfit predict` on GeoTIFF scenes of any size, in bounded memory: the scene is read a
 //! window at a time ([`tiles::ChunkedReader`]), blended by [`infer::predict_streaming`], and
 //! the class map (and the probabilities) written as it is finished, as tiled (512×512),
-//! Deflate-compressed GeoTIFFs with internal overviews ([`tiles::CogWriter`]). Peak memory
+//! Deflate-compressed Cloud-Optimized GeoTIFFs ([`tiles::CogWriter`]). Peak memory
 //! depends on the window, the batch and the scene's width (the blend of one row of windows),
 //! not on its height.
 
@@ -16,7 +16,9 @@ use segformer::Segformer;
 use tiles::ChunkedReader;
 
 use crate::answers::{AnswerSpec, Finished};
-use crate::output::{SceneOutputs, classes_with_nodata, resolve_nodata, stem_of};
+use crate::output::{
+    OutputSpec, ProbFormat, SceneOutputs, classes_with_nodata, resolve_nodata, stem_of,
+};
 
 /// What [`predict_scene`] needs besides the model.
 pub struct SceneJob<'a> {
@@ -26,8 +28,8 @@ pub struct SceneJob<'a> {
     pub out_dir: &'a Path,
     /// `--nodata` (else the scene's own `GDAL_NODATA` is used).
     pub nodata: Option<f64>,
-    /// Also write the probabilities.
-    pub probabilities: bool,
+    /// Also write the probabilities, in this format.
+    pub probabilities: Option<ProbFormat>,
     /// The windows.
     pub windows: &'a Windows,
     /// The model's preprocessing.
@@ -61,14 +63,17 @@ pub fn predict_scene<B: Backend>(
     let k = model.num_labels();
     let nodata = resolve_nodata(k, job.nodata, geo.as_ref(), file)?;
     let stem = stem_of(file);
+    let spec = OutputSpec {
+        names: job.answers.names(),
+        probabilities: job.probabilities,
+    };
     let (mut outputs, path) = SceneOutputs::create(
         job.out_dir,
         &stem,
         [h, w],
-        k,
         geo.as_ref(),
         nodata.is_some(),
-        job.probabilities,
+        &spec,
     )?;
     let mut answers = job
         .answers
@@ -147,10 +152,14 @@ mod tests {
             file: &file,
             out_dir: dir.path(),
             nodata: None,
-            probabilities: false,
+            probabilities: None,
             windows: &windows,
             processor: &processor,
-            answers: &AnswerSpec::new(&Default::default(), vec!["a".into(), "b".into()]).unwrap(),
+            answers: &AnswerSpec::new(
+                &Default::default(),
+                vec!["a".into(), "b".into(), "c".into()],
+            )
+            .unwrap(),
         };
         let (path, _) = predict_scene(&model, &job, &device).unwrap();
         let (written, _) = tiles::read_image(&path).unwrap();

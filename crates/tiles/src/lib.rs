@@ -85,7 +85,7 @@ mod window;
 
 pub use audit::{AuditReport, SplitAudit};
 pub use burn_dataset::Dataset;
-pub use cog::{CogOptions, CogWriter, OverviewResampling};
+pub use cog::{BandInfo, ClassLegend, CogOptions, CogWriter, OverviewResampling};
 pub use dataset::{SampleError, SampleResult, SegDataset};
 pub use error::TilesError;
 pub use input::SceneInput;

@@ -194,3 +194,27 @@ pub fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
     bytes.extend(data.iter().flat_map(|v| v.to_le_bytes()));
     std::fs::write(path, bytes).unwrap();
 }
+
+/// A TIFF's bytes with each palette image (`PhotometricInterpretation` 3, which the `tiff`
+/// crate refuses to decode) shown as MinIsBlack, so the `tiff` crate reads the class map's
+/// indices; the colour table itself is checked where it matters (`gis.rs`).
+pub fn palette_as_grey(path: &Path) -> std::io::Cursor<Vec<u8>> {
+    let mut bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..4], b"II*\0", "a little-endian classic TIFF");
+    let u = |b: &[u8], at: usize, n: usize| {
+        (0..n)
+            .rev()
+            .fold(0usize, |v, i| v << 8 | b[at + i] as usize)
+    };
+    let mut ifd = u(&bytes, 4, 4);
+    while ifd != 0 {
+        let n = u(&bytes, ifd, 2);
+        for e in (0..n).map(|i| ifd + 2 + 12 * i) {
+            if u(&bytes, e, 2) == 262 && u(&bytes, e + 8, 2) == 3 {
+                bytes[e + 8] = 1;
+            }
+        }
+        ifd = u(&bytes, ifd + 2 + 12 * n, 4);
+    }
+    std::io::Cursor::new(bytes)
+}

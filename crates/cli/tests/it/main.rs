@@ -3,6 +3,8 @@
 
 mod answers;
 mod common;
+mod faults;
+mod gis;
 mod hostile;
 mod nodata;
 mod plan_json;

@@ -5,6 +5,7 @@
 
 mod adamw_parity;
 mod common;
+mod config_reference;
 mod memory_plan;
 mod memory_plan_recompute;
 mod mixed_precision;
