@@ -6,18 +6,22 @@
 # "Maximum resident set size" of the segfit process. Writes bench/bench-prepare.txt.
 #
 #   crates/geom/bench/prepare.sh            (PYTHON=/work/venv/bin/python by default)
+#   PROFILE=dev crates/geom/bench/prepare.sh  (the test build's profile: dependencies at opt-level
+#                                             3, segfit's crates at 1; no release build needed)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 cd "$root"
 python=${PYTHON:-/work/venv/bin/python}
-cargo build --release -p geom --example labels_bench
-cargo build --release -p segfit --no-default-features
+profile=${PROFILE:-release}
+dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+cargo build --profile "$profile" -p geom --example labels_bench
+cargo build --profile "$profile" -p segfit
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 {
-  echo "# crates/geom/bench/prepare.sh at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  target/release/examples/labels_bench make "$work/fields.fgb" 100000 20000
+  echo "# crates/geom/bench/prepare.sh ($profile build) at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  target/$dir/examples/labels_bench make "$work/fields.fgb" 100000 20000
   "$python" - "$work/scene.tif" <<'PY'
 import sys
 import numpy as np
@@ -40,7 +44,7 @@ PY
   echo "scene file: $(du -m "$work/scene.tif" | cut -f1) MiB, layer file: $(du -m "$work/fields.fgb" | cut -f1) MiB"
   echo
   echo "\$ segfit prepare --scenes scene.tif --labels fields.fgb --class-field crop --class outer=fallow --class rice_paddy=rice --class maize=maize --background outer --tile-size 512 --out data"
-  /usr/bin/time -v target/release/segfit prepare --scenes "$work/scene.tif" \
+  /usr/bin/time -v target/$dir/segfit prepare --scenes "$work/scene.tif" \
     --labels "$work/fields.fgb" --class-field crop --class outer=fallow \
     --class rice_paddy=rice --class maize=maize --background outer --tile-size 512 \
     --out "$work/data" 2> "$work/time.txt"
