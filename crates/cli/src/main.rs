@@ -27,6 +27,7 @@ mod output;
 mod plan;
 mod predict;
 mod prepare;
+mod progress;
 mod scene;
 mod train_cmd;
 mod zones;

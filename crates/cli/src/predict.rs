@@ -18,6 +18,7 @@ use crate::output::{
     OutputSpec, ProbFormat, SceneOutputs, check_nodata_room, classes_with_nodata, probability_rows,
     probability_writer, resolve_nodata, stem_of,
 };
+use crate::progress::Progress;
 use crate::scene::{SceneJob, predict_scene};
 use infer::{Windows, classes_of, predict_windows};
 
@@ -168,7 +169,9 @@ fn predict_on<B: Backend>(
             "drop --nodata",
         )?;
     }
+    let progress = Progress::new("rows");
     for (i, file) in files.iter().enumerate() {
+        progress.start(format!("[{}/{}] {}", i + 1, files.len(), file.display()));
         let job = SceneJob {
             file,
             out_dir: &args.output,
@@ -177,6 +180,7 @@ fn predict_on<B: Backend>(
             windows: &windows,
             processor: &processor,
             answers: &answers,
+            progress: &progress,
         };
         // GeoTIFF scenes stream in bounded memory unless an output needs the whole scene.
         let (written, finished) = if is_tiff(file) && args.logits.is_none() && !args.overlay {
@@ -194,7 +198,7 @@ fn predict_on<B: Backend>(
         if let Some((path, n)) = &finished.geojson {
             line += &format!(", {} ({n} polygons)", path.display());
         }
-        eprintln!("{line}");
+        progress.line(&line);
         if let (Some(report), Some((stats, grid))) = (&mut report, finished.stats) {
             report.add(&file.display().to_string(), &grid, stats);
         }
@@ -203,6 +207,7 @@ fn predict_on<B: Backend>(
             (total, z) => *total = total.take().or(z),
         }
     }
+    progress.finish();
     for w in answers.zone_warnings() {
         eprintln!("warning: {w}");
     }

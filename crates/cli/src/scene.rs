@@ -16,6 +16,7 @@ use segformer::Segformer;
 use tiles::ChunkedReader;
 
 use crate::answers::{AnswerSpec, Finished};
+use crate::progress::Progress;
 use crate::output::{
     OutputSpec, ProbFormat, SceneOutputs, classes_with_nodata, resolve_nodata, stem_of,
 };
@@ -36,6 +37,8 @@ pub struct SceneJob<'a> {
     pub processor: &'a SegformerProcessor,
     /// Hectares and polygons, when asked for.
     pub answers: &'a AnswerSpec,
+    /// The command's progress bar, counting the scene's rows.
+    pub progress: &'a Progress,
 }
 
 /// Predicts a GeoTIFF scene in bounded memory; returns the class map's path and the answers
@@ -60,6 +63,7 @@ pub fn predict_scene<B: Backend>(
         file.display()
     );
     let geo = reader.geo().cloned();
+    job.progress.set_length(h as u64);
     let k = model.num_labels();
     let nodata = resolve_nodata(k, job.nodata, geo.as_ref(), file)?;
     let stem = stem_of(file);
@@ -113,7 +117,9 @@ pub fn predict_scene<B: Backend>(
             outputs
                 .write_rows(logits, &classes, n, holes.as_deref())
                 .with_context(|| format!("writing {}", path.display()))?;
-            answers.add_rows(logits, &classes)
+            answers.add_rows(logits, &classes)?;
+            job.progress.advance(n as u64);
+            Ok(())
         },
     )?;
     let finished = answers.finish()?;
@@ -160,6 +166,7 @@ mod tests {
                 vec!["a".into(), "b".into(), "c".into()],
             )
             .unwrap(),
+            progress: &Progress::new("rows"),
         };
         let (path, _) = predict_scene(&model, &job, &device).unwrap();
         let (written, _) = tiles::read_image(&path).unwrap();
