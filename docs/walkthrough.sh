@@ -67,13 +67,17 @@ for b in "$blocks"/*.sh; do
     [ "$this" = README.md ] || printf '## %s\n\n' "$this"
     page="$this"
   fi
-  # One line per command as the reader would type it (continuation lines joined, comments cut).
+  # Each command as the reader would type it (continuation lines joined, comments cut), run
+  # on its own after its `$` line so that its output follows it.
   sed -e 's/[[:space:]]*#.*$//' "$b" | awk '
     { line = line $0 }
     /\\$/ { sub(/\\$/, "", line); next }
-    line != "" { gsub(/[[:space:]]+/, " ", line); sub(/^ /, "", line); print "$ " line }
-    { line = "" }'
-  bash -euo pipefail "$b" 2>&1
+    line != "" { gsub(/[[:space:]]+/, " ", line); sub(/^ /, "", line); print line }
+    { line = "" }' >"$b.lines"
+  while IFS= read -r cmd; do
+    echo "\$ $cmd"
+    bash -euo pipefail -c "$cmd" 2>&1 </dev/null
+  done <"$b.lines"
   echo
 done
 ls pred

@@ -206,13 +206,15 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
         let labels = if args.labels.is_empty() {
             ensure!(
                 !args.masks.is_empty(),
-                "--scenes needs their labels: --masks FILE… (one label raster per scene) or                  --labels FILE… (polygon layers burned onto each scene)"
+                "--scenes needs their labels: --masks FILE… (one label raster per scene) or \
+                --labels FILE… (polygon layers burned onto each scene)"
             );
             label_map(args)?
         } else {
             ensure!(
                 args.ignore.is_empty() && !args.reduce_labels,
-                "--ignore and --reduce-labels apply to label rasters; with --labels use                  --unlabelled ignore or --label-extent"
+                "--ignore and --reduce-labels apply to label rasters; with --labels use \
+                --unlabelled ignore or --label-extent"
             );
             let (names, mapping) = crate::labels::class_names_and_mapping(args)?;
             labeller = Some(crate::labels::labeller(args, &names, mapping)?);
@@ -234,14 +236,26 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
         opts.val_ratio = args.val_ratio;
         opts.seed = args.seed;
         opts.nodata = args.nodata;
-        match &mut labeller {
+        let progress = std::sync::Arc::new(crate::progress::Progress::new("scene passes"));
+        progress.start("prepare: survey and tile".into());
+        opts.progress = tiles::ProgressHook(Some({
+            let progress = progress.clone();
+            std::sync::Arc::new(move |p: tiles::SceneProgress| {
+                progress.set_length(p.total as u64);
+                progress.advance(1);
+            })
+        }));
+        let report = match &mut labeller {
             None => tiles::prepare_scenes(&opts)?,
             Some(l) => {
                 let report = tiles::prepare_labelled_scenes(&opts, l)?;
+                progress.finish();
                 outln!("{}", l.audit())?;
                 report
             }
-        }
+        };
+        progress.finish();
+        report
     } else if args.images.is_some() || args.list.is_some() {
         let masks = match &args.masks[..] {
             [m] => m.clone(),

@@ -16,10 +16,10 @@ use segformer::Segformer;
 use tiles::ChunkedReader;
 
 use crate::answers::{AnswerSpec, Finished};
-use crate::progress::Progress;
 use crate::output::{
     OutputSpec, ProbFormat, SceneOutputs, classes_with_nodata, resolve_nodata, stem_of,
 };
+use crate::progress::Progress;
 
 /// What [`predict_scene`] needs besides the model.
 pub struct SceneJob<'a> {

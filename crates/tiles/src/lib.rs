@@ -97,7 +97,8 @@ pub use prepare::{FolderOptions, PrepareReport, audit, audit_prepared, prepare_f
 pub use raster::{GeoRef, Mask, Raster, RasterData, Sample, SampleKind};
 pub use remote::{FetchStats, Remote, RemoteError, RemoteOptions, is_url};
 pub use scenes::{
-    LabellerError, SceneLabeller, SceneOptions, prepare_labelled_scenes, prepare_scenes,
+    LabellerError, ProgressHook, SceneLabeller, SceneOptions, SceneProgress,
+    prepare_labelled_scenes, prepare_scenes,
 };
 pub use stac::{
     BandName, BandStack, StacAsset, StacItem, StackBand, StackOptions, parse_stac, read_stac,

@@ -62,6 +62,43 @@ pub struct SceneOptions {
     /// (whatever the label raster holds there) and left out of the band statistics; GeoTIFF
     /// tiles declare it in their own `GDAL_NODATA`.
     pub nodata: Option<f64>,
+    /// Told after each scene of each pass (default: nobody), for a progress bar.
+    pub progress: ProgressHook,
+}
+
+/// Where [`prepare_scenes`] is: each scene is read twice, once to survey it (its size, nodata
+/// and label values, the tiles it gives) and once to write its tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SceneProgress {
+    /// Scene passes done, surveys and writes together: `1..=total`.
+    pub done: usize,
+    /// Twice the number of scenes.
+    pub total: usize,
+}
+
+/// A function told [`SceneProgress`] as [`prepare_scenes`] goes; `None` tells nobody.
+#[derive(Clone, Default)]
+pub struct ProgressHook(pub Option<std::sync::Arc<dyn Fn(SceneProgress) + Send + Sync>>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ProgressHook(Some(..))"
+        } else {
+            "ProgressHook(None)"
+        })
+    }
+}
+
+impl ProgressHook {
+    fn tell(&self, done: usize, scenes: usize) {
+        if let Some(f) = &self.0 {
+            f(SceneProgress {
+                done,
+                total: 2 * scenes,
+            });
+        }
+    }
 }
 
 impl SceneOptions {
@@ -84,6 +121,7 @@ impl SceneOptions {
             seed: 0,
             compression: Compression::Deflate,
             nodata: None,
+            progress: ProgressHook::default(),
         }
     }
 }
@@ -124,14 +162,16 @@ fn prepare(
         let mut layout = None;
         let surveys = (0..opts.scenes.len())
             .map(|i| {
-                survey(
+                let s = survey(
                     opts,
                     i,
                     &stems[i],
                     &lut,
                     &mut layout,
                     reborrow(&mut labeller),
-                )
+                );
+                opts.progress.tell(i + 1, opts.scenes.len());
+                s
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut tiles: Vec<Planned> = surveys.iter().flat_map(|s| s.kept.clone()).collect();
@@ -169,6 +209,7 @@ fn prepare(
                 &mut stats,
                 reborrow(&mut labeller),
             )?);
+            opts.progress.tell(surveys.len() + i + 1, opts.scenes.len());
         }
         let mut meta = DatasetMeta::new("scenes", &labels, kind, bands, stats.finish());
         for r in &records {
