@@ -34,21 +34,50 @@ for f in made/images/*/*.tif; do
   i=$((i + 1))
 done
 
-# The commands: the `sh` blocks of the README's "Your GeoTIFFs in five commands", in order,
-# so the README cannot name a flag segfit no longer has (.ci/run runs this script).
+# The commands: every `sh` block right after a `<!-- runnable -->` line, in README.md (its
+# "Your GeoTIFFs in five commands") and then in the guide pages below, in this order and in one
+# working directory, so that a later block may use what an earlier one made. .ci/run runs this
+# script: a renamed flag or a changed output name fails CI, not a user who copies the command.
+pages=(README.md docs/guide/data.md docs/guide/predict.md docs/guide/export-and-library.md
+  docs/guide/training.md)
+marked=$(cd "$root" && grep -rl --include='*.md' -e '^<!-- runnable -->$' README.md docs | sort)
+listed=$(printf '%s\n' "${pages[@]}" | sort)
+for f in $marked; do
+  grep -qx "$f" <<<"$listed" || { echo "$f has runnable blocks: add it to pages in $0" >&2; exit 1; }
+done
 blocks="$work/blocks"
 mkdir -p "$blocks"
-awk -v dir="$blocks" '
-  /^## / { on = ($0 == "## Your GeoTIFFs in five commands") }
-  on && /^```sh$/ { n++; inb = 1; next }
-  inb && /^```$/ { inb = 0; next }
-  inb { print > (dir "/" sprintf("%02d", n) ".sh") }
-' "$root/README.md"
-count=$(ls "$blocks" | wc -l)
-[ "$count" -ge 5 ] || { echo "README.md: expected the five commands' sh blocks, found $count" >&2; exit 1; }
+n=0
+for page in "${pages[@]}"; do
+  n=$(awk -v dir="$blocks" -v n="$n" -v page="$page" '
+    /^<!-- runnable -->$/ { armed = 1; next }
+    armed && /^```sh$/ { n++; inb = 1; armed = 0; print page > (dir "/" sprintf("%03d", n) ".page"); next }
+    { armed = 0 }
+    inb && /^```$/ { inb = 0; next }
+    inb { print > (dir "/" sprintf("%03d", n) ".sh") }
+    END { print n }
+  ' "$root/$page")
+done
+readme=$(grep -lx README.md "$blocks"/*.page | wc -l)
+[ "$readme" -ge 5 ] || { echo "README.md: expected the five commands' runnable blocks, found $readme" >&2; exit 1; }
+page=""
 for b in "$blocks"/*.sh; do
-  echo "\$ $(sed 's/^ *//' "$b" | tr -d '\\\n' | tr -s ' ')"
-  bash -euo pipefail "$b" 2>&1
+  this="$(cat "${b%.sh}.page")"
+  if [ "$this" != "$page" ]; then
+    [ "$this" = README.md ] || printf '## %s\n\n' "$this"
+    page="$this"
+  fi
+  # Each command as the reader would type it (continuation lines joined, comments cut), run
+  # on its own after its `$` line so that its output follows it.
+  sed -e 's/[[:space:]]*#.*$//' "$b" | awk '
+    { line = line $0 }
+    /\\$/ { sub(/\\$/, "", line); next }
+    line != "" { gsub(/[[:space:]]+/, " ", line); sub(/^ /, "", line); print line }
+    { line = "" }' >"$b.lines"
+  while IFS= read -r cmd; do
+    echo "\$ $cmd"
+    bash -euo pipefail -c "$cmd" 2>&1 </dev/null
+  done <"$b.lines"
   echo
 done
 ls pred

@@ -5,6 +5,7 @@
 //! region of the selected classes ([`vector::Polygonizer`], streamed row band by row band like
 //! the rasters, so a scene of any height is vectorised in bounded memory).
 
+use std::cell::RefCell;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
@@ -13,9 +14,11 @@ use clap::{Args, ValueEnum};
 use tiles::GeoRef;
 use vector::{
     ClassStats, GeoJsonWriter, Grid, OutputCrs, Polygonizer, Region, StatsReport, VectorOptions,
+    ZoneStats,
 };
 
 use crate::output::NODATA_CLASS;
+use crate::zones::{SceneZoneStats, ZoneSource};
 
 /// The answer outputs of `segfit predict`.
 #[derive(Args, Debug, Clone, Default)]
@@ -26,6 +29,18 @@ pub struct AnswerArgs {
     /// pixel counts only.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
+    /// With --stats, also per zone (a polygon layer: districts, fields; GeoJSON, Shapefile or
+    /// FlatGeobuf in any CRS): pixels, areas and mean probabilities per class inside each zone,
+    /// summed over the scenes. A pixel covered by several scenes counts once, for the first
+    /// input scene whose footprint contains its centre.
+    #[arg(long, value_name = "FILE", requires = "stats")]
+    pub zones: Option<PathBuf>,
+    /// The attribute of --zones naming each zone (features sharing a name are one zone).
+    #[arg(long, value_name = "FIELD", requires = "zones")]
+    pub zone_field: Option<String>,
+    /// The CRS of a --zones file that names none: EPSG:<code>, an OGC URN or WKT.
+    #[arg(long, value_name = "CRS", requires = "zones")]
+    pub zones_crs: Option<String>,
     /// Also write `<name>.geojson`: one polygon per 4-connected region of each selected class,
     /// with holes, and properties class, area_ha, mean_probability.
     #[arg(long)]
@@ -70,6 +85,7 @@ pub enum VectorCrsArg {
 /// What every input's answers share: the checked flags and the class names.
 pub struct AnswerSpec {
     stats: Option<PathBuf>,
+    zones: Option<RefCell<ZoneSource>>,
     vector: Option<VectorSpec>,
     names: Vec<String>,
 }
@@ -80,6 +96,11 @@ struct VectorSpec {
 }
 
 impl AnswerSpec {
+    /// The model's class names, one per class.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
     /// Checks the flags against the model's `names` (one per class) before anything runs.
     pub fn new(args: &AnswerArgs, names: Vec<String>) -> Result<Self> {
         if let Some(path) = &args.stats {
@@ -111,8 +132,21 @@ impl AnswerSpec {
         } else {
             None
         };
+        let zones = match &args.zones {
+            Some(path) => {
+                let crs = crate::layers::parse_crs("--zones-crs", args.zones_crs.as_deref())?;
+                Some(ZoneSource::open(
+                    path,
+                    args.zone_field.as_deref(),
+                    crs.as_ref(),
+                    names.clone(),
+                )?)
+            }
+            None => None,
+        };
         Ok(Self {
             stats: args.stats.clone(),
+            zones,
             vector,
             names,
         })
@@ -163,7 +197,12 @@ impl AnswerSpec {
             }
             _ => None,
         };
+        let zones = match &self.zones {
+            Some(z) => Some(z.borrow_mut().start(file, geo, [height, width])?),
+            None => None,
+        };
         Ok(SceneAnswers {
+            zones,
             stats: self
                 .stats
                 .as_ref()
@@ -174,6 +213,14 @@ impl AnswerSpec {
             row: 0,
             outlines: None,
         })
+    }
+
+    /// Warnings about the zone layer, once every input is in.
+    pub fn zone_warnings(&self) -> Vec<String> {
+        self.zones
+            .as_ref()
+            .map(|z| z.borrow().warnings())
+            .unwrap_or_default()
     }
 
     /// Writes the report, once every input is in.
@@ -193,6 +240,7 @@ impl AnswerSpec {
 /// The answers of one input, fed row band by row band.
 pub struct SceneAnswers {
     stats: Option<ClassStats>,
+    zones: Option<SceneZoneStats>,
     vector: Option<VectorSink>,
     grid: Option<Grid>,
     width: usize,
@@ -229,6 +277,8 @@ fn write_regions(
 pub struct Finished {
     /// Its class statistics, with `--stats`.
     pub stats: Option<(ClassStats, Grid)>,
+    /// Its statistics per zone, with `--zones`.
+    pub zones: Option<ZoneStats>,
     /// Its regions in pixel coordinates, when asked to keep them (for the overlay).
     pub outlines: Vec<Region>,
     /// The GeoJSON written and how many polygons it holds (after `--min-area`).
@@ -254,6 +304,9 @@ impl SceneAnswers {
         let confidence = confidence_of(logits, classes, plane);
         if let (Some(stats), Some(grid)) = (&mut self.stats, &self.grid) {
             stats.add_rows(grid, self.row, classes, &confidence);
+        }
+        if let (Some(zones), Some(grid)) = (&mut self.zones, &self.grid) {
+            zones.add_rows(grid, self.row, classes, &confidence)?;
         }
         if let Some(sink) = &mut self.vector {
             let done = sink.polygons.push_rows(classes, &confidence);
@@ -285,6 +338,7 @@ impl SceneAnswers {
             geojson = Some((path, features));
         }
         Ok(Finished {
+            zones: self.zones.map(SceneZoneStats::finish),
             stats: self.stats.zip(self.grid),
             outlines: self.outlines.unwrap_or_default(),
             geojson,

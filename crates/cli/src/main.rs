@@ -17,16 +17,22 @@ mod autotune;
 mod device;
 mod eval;
 mod export;
+#[cfg(test)]
+mod fuzz;
 mod hf_preprocessor;
 mod host;
+mod labels;
+mod layers;
 mod model_source;
 mod npy;
 mod output;
 mod plan;
 mod predict;
 mod prepare;
+mod progress;
 mod scene;
 mod train_cmd;
+mod zones;
 
 use std::io::Write as _;
 use std::process::ExitCode;

@@ -7,41 +7,59 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use infer::{classes_of, probabilities};
 use tiles::{
-    CogOptions, CogWriter, GeoRef, OverviewResampling, RasterData, RasterShape, SampleKind,
+    BandInfo, ClassLegend, CogOptions, CogWriter, GeoRef, OverviewResampling, RasterData,
+    RasterShape, SampleKind,
 };
 
 /// The class value of nodata pixels: never a class index, declared as the class map's
 /// `GDAL_NODATA` (models with more than 255 classes are refused when nodata is in play).
 pub const NODATA_CLASS: u8 = 255;
 
+/// How `--probabilities` stores the softmax.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProbFormat {
+    /// float32, one band per class, NaN on nodata pixels (4 bytes per class and pixel).
+    F32,
+    /// bytes: round(p × 254), 255 on nodata pixels, tagged scale 1/254 so GDAL reads 0–1
+    /// back; worst rounding error 0.5/254 ≈ 0.00197 (1 byte per class and pixel).
+    U8,
+}
+
+/// The stored steps of a `u8` probability: `p` is stored as `round(p × U8_STEPS)`, leaving 255
+/// for nodata; GDAL reads `stored / U8_STEPS` back.
+pub const U8_STEPS: f32 = 254.0;
+
 /// The GeoTIFF outputs of one scene, written row band by row band.
 pub struct SceneOutputs {
     classes: CogWriter,
-    probabilities: Option<CogWriter>,
+    probabilities: Option<(CogWriter, ProbFormat)>,
     k: usize,
     width: usize,
 }
 
+/// What a scene's rasters say about the model: its class names (legend, band names).
+pub struct OutputSpec<'a> {
+    /// One per class.
+    pub names: &'a [String],
+    /// `--probabilities`.
+    pub probabilities: Option<ProbFormat>,
+}
+
 impl SceneOutputs {
-    /// Starts `<out_dir>/<stem>.tif` (u8 class indices, [`NODATA_CLASS`] on nodata pixels) and,
-    /// with `probabilities`, `<stem>_prob.tif` (f32, one band per class, NaN on nodata pixels).
-    /// Both carry `geo` with their own nodata value, never the input's: with nodata = 0, GIS
-    /// tools would hide class 0. Returns the class map's path too.
+    /// Starts `<out_dir>/<stem>.tif` (u8 class indices, [`NODATA_CLASS`] on nodata pixels,
+    /// with the overlays' colours and the class names: [`class_legend`]) and, with
+    /// `spec.probabilities`, `<stem>_prob.tif` ([`ProbFormat`], one band per class, named
+    /// after it). Both carry `geo` with their own nodata value, never the input's: with
+    /// nodata = 0, GIS tools would hide class 0. Returns the class map's path too.
     pub fn create(
         out_dir: &Path,
         stem: &str,
         [height, width]: [usize; 2],
-        k: usize,
         geo: Option<&GeoRef>,
         nodata: bool,
-        probabilities: bool,
+        spec: &OutputSpec<'_>,
     ) -> Result<(Self, PathBuf)> {
-        let with_nodata = |value: f64| {
-            geo.map(|g| GeoRef {
-                nodata: nodata.then_some(value),
-                ..g.clone()
-            })
-        };
+        let k = spec.names.len();
         let path = out_dir.join(format!("{stem}.tif"));
         let shape = RasterShape {
             width,
@@ -57,27 +75,26 @@ impl SceneOutputs {
         let classes = CogWriter::create(
             &path,
             shape,
-            with_nodata(NODATA_CLASS as f64).as_ref(),
+            with_nodata(geo, nodata, NODATA_CLASS as f64).as_ref(),
             nearest,
         )
+        .and_then(|w| w.with_legend(class_legend(spec.names)))
         .with_context(|| format!("writing {}", path.display()))?;
-        let probabilities = if probabilities {
-            let prob_path = out_dir.join(format!("{stem}_prob.tif"));
-            let shape = RasterShape {
-                bands: k,
-                kind: SampleKind::F32,
-                ..shape
-            };
-            let average = CogOptions {
-                resampling: OverviewResampling::Average,
-                ..Default::default()
-            };
-            let writer =
-                CogWriter::create(&prob_path, shape, with_nodata(f64::NAN).as_ref(), average)
-                    .with_context(|| format!("writing {}", prob_path.display()))?;
-            Some(writer)
-        } else {
-            None
+        let probabilities = match spec.probabilities {
+            Some(format) => Some((
+                probability_writer(
+                    out_dir,
+                    stem,
+                    [height, width],
+                    geo,
+                    nodata,
+                    spec.names,
+                    format,
+                )?
+                .0,
+                format,
+            )),
+            None => None,
         };
         let outputs = Self {
             classes,
@@ -99,9 +116,8 @@ impl SceneOutputs {
     ) -> Result<()> {
         let plane = n * self.width;
         self.classes.write_rows(&RasterData::U8(classes.to_vec()))?;
-        if let Some(writer) = &mut self.probabilities {
-            let hwc = probabilities_hwc(logits, self.k, plane, holes);
-            writer.write_rows(&RasterData::F32(hwc))?;
+        if let Some((writer, format)) = &mut self.probabilities {
+            writer.write_rows(&probability_rows(logits, self.k, plane, holes, *format))?;
         }
         Ok(())
     }
@@ -109,10 +125,104 @@ impl SceneOutputs {
     /// Writes the overviews and moves the files into place.
     pub fn finish(self) -> Result<()> {
         self.classes.finish()?;
-        if let Some(p) = self.probabilities {
+        if let Some((p, _)) = self.probabilities {
             p.finish()?;
         }
         Ok(())
+    }
+}
+
+/// `geo` with `value` as its nodata when nodata is in play, else none.
+fn with_nodata(geo: Option<&GeoRef>, nodata: bool, value: f64) -> Option<GeoRef> {
+    geo.map(|g| GeoRef {
+        nodata: nodata.then_some(value),
+        ..g.clone()
+    })
+}
+
+/// The class map's legend: the overlays' colour of each class ([`infer::class_colour`]) and
+/// the model's class names.
+pub fn class_legend(names: &[String]) -> ClassLegend {
+    ClassLegend {
+        colours: (0..names.len().min(256))
+            .map(|c| infer::class_colour(c as u8))
+            .collect(),
+        names: names.iter().take(256).cloned().collect(),
+    }
+}
+
+/// Starts `<out_dir>/<stem>_prob.tif`: one band per class, named after it, in `format`, with
+/// `geo` and the format's nodata value (NaN, or 255 for bytes) when nodata is in play.
+pub fn probability_writer(
+    out_dir: &Path,
+    stem: &str,
+    [height, width]: [usize; 2],
+    geo: Option<&GeoRef>,
+    nodata: bool,
+    names: &[String],
+    format: ProbFormat,
+) -> Result<(CogWriter, PathBuf)> {
+    let path = out_dir.join(format!("{stem}_prob.tif"));
+    let (kind, nodata_value, scale_offset) = match format {
+        ProbFormat::F32 => (SampleKind::F32, f64::NAN, None),
+        ProbFormat::U8 => (
+            SampleKind::U8,
+            NODATA_CLASS as f64,
+            Some((1.0 / U8_STEPS as f64, 0.0)),
+        ),
+    };
+    let shape = RasterShape {
+        width,
+        height,
+        bands: names.len(),
+        kind,
+    };
+    let average = CogOptions {
+        resampling: OverviewResampling::Average,
+        ..Default::default()
+    };
+    let info = BandInfo {
+        names: names.to_vec(),
+        scale_offset,
+    };
+    let writer = CogWriter::create(
+        &path,
+        shape,
+        with_nodata(geo, nodata, nodata_value).as_ref(),
+        average,
+    )
+    .and_then(|w| w.with_band_info(info))
+    .with_context(|| format!("writing {}", path.display()))?;
+    Ok((writer, path))
+}
+
+/// The probability samples of `plane` pixels in `format` ([`probabilities_hwc`], quantised for
+/// [`ProbFormat::U8`]: `round(p × 254)`, 255 on nodata).
+///
+/// # Shapes
+/// - logits: `[k, plane]`, holes: `[plane]`
+/// - output: `[plane, k]`
+pub fn probability_rows(
+    logits: &[f32],
+    k: usize,
+    plane: usize,
+    holes: Option<&[bool]>,
+    format: ProbFormat,
+) -> RasterData {
+    let hwc = probabilities_hwc(logits, k, plane, holes);
+    match format {
+        ProbFormat::F32 => RasterData::F32(hwc),
+        ProbFormat::U8 => RasterData::U8(
+            hwc.into_iter()
+                .map(|p| {
+                    if p.is_nan() {
+                        NODATA_CLASS
+                    } else {
+                        (p.clamp(0.0, 1.0) * U8_STEPS).round() as u8
+                    }
+                })
+                .collect(),
+        ),
     }
 }
 

@@ -15,9 +15,10 @@ use crate::device::on_device;
 use crate::model_source::ModelSource;
 use crate::npy;
 use crate::output::{
-    SceneOutputs, check_nodata_room, classes_with_nodata, probabilities_hwc, resolve_nodata,
-    stem_of,
+    OutputSpec, ProbFormat, SceneOutputs, check_nodata_room, classes_with_nodata, probability_rows,
+    probability_writer, resolve_nodata, stem_of,
 };
+use crate::progress::Progress;
 use crate::scene::{SceneJob, predict_scene};
 use infer::{Windows, classes_of, predict_windows};
 
@@ -54,9 +55,17 @@ pub struct PredictArgs {
     /// Windows run through the model at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub batch_size: usize,
-    /// Also write `<name>_prob.tif`: float32 class probabilities, one band per class.
-    #[arg(long)]
-    pub probabilities: bool,
+    /// Also write `<name>_prob.tif`, one band per class named after it: `f32` (the default
+    /// without a value) float32 probabilities, NaN on nodata; `u8` round(p × 254) as bytes,
+    /// 255 on nodata, tagged scale 1/254 so GDAL reads 0–1 back: 4× smaller, worst rounding
+    /// error 0.5/254 ≈ 0.00197.
+    #[arg(
+        long,
+        value_name = "f32|u8",
+        num_args = 0..=1,
+        default_missing_value = "f32"
+    )]
+    pub probabilities: Option<ProbFormat>,
     /// Also write `<name>_overlay.png`: the image with the classes painted over it.
     #[arg(long)]
     pub overlay: bool,
@@ -140,6 +149,7 @@ fn predict_on<B: Backend>(
     }
     let answers = AnswerSpec::new(&args.answers, class_names(model.config()))?;
     let mut report = answers.report();
+    let mut zone_stats: Option<vector::ZoneStats> = None;
     let input = args
         .input
         .as_ref()
@@ -159,7 +169,9 @@ fn predict_on<B: Backend>(
             "drop --nodata",
         )?;
     }
+    let progress = Progress::new("rows");
     for (i, file) in files.iter().enumerate() {
+        progress.start(format!("[{}/{}] {}", i + 1, files.len(), file.display()));
         let job = SceneJob {
             file,
             out_dir: &args.output,
@@ -168,6 +180,7 @@ fn predict_on<B: Backend>(
             windows: &windows,
             processor: &processor,
             answers: &answers,
+            progress: &progress,
         };
         // GeoTIFF scenes stream in bounded memory unless an output needs the whole scene.
         let (written, finished) = if is_tiff(file) && args.logits.is_none() && !args.overlay {
@@ -185,10 +198,21 @@ fn predict_on<B: Backend>(
         if let Some((path, n)) = &finished.geojson {
             line += &format!(", {} ({n} polygons)", path.display());
         }
-        eprintln!("{line}");
+        progress.line(&line);
         if let (Some(report), Some((stats, grid))) = (&mut report, finished.stats) {
             report.add(&file.display().to_string(), &grid, stats);
         }
+        match (&mut zone_stats, finished.zones) {
+            (Some(total), Some(z)) => total.merge(&z),
+            (total, z) => *total = total.take().or(z),
+        }
+    }
+    progress.finish();
+    for w in answers.zone_warnings() {
+        eprintln!("warning: {w}");
+    }
+    if let (Some(report), Some(z)) = (&mut report, zone_stats) {
+        report.set_zones(z, crate::zones::OVERLAP_NOTE);
     }
     if let Some(report) = &report {
         answers.write_report(report)?;
@@ -335,15 +359,12 @@ fn write_outputs(
     answers.add_rows(logits, &classes)?;
     let finished = answers.finish()?;
     let out = if is_tiff(file) {
-        let (mut outputs, out) = SceneOutputs::create(
-            &args.output,
-            &stem,
-            [h, w],
-            k,
-            geo,
-            nodata.is_some(),
-            args.probabilities,
-        )?;
+        let spec = OutputSpec {
+            names: job.answers.names(),
+            probabilities: args.probabilities,
+        };
+        let (mut outputs, out) =
+            SceneOutputs::create(&args.output, &stem, [h, w], geo, nodata.is_some(), &spec)?;
         outputs.write_rows(logits, &classes, h, holes.as_deref())?;
         outputs
             .finish()
@@ -353,12 +374,14 @@ fn write_outputs(
         let out = args.output.join(format!("{stem}.png"));
         let mask = Mask::new(w, h, classes.clone()).expect("mask sized from the image");
         tiles::write_mask_png(&out, &mask).with_context(|| format!("writing {}", out.display()))?;
-        if args.probabilities {
-            let path = args.output.join(format!("{stem}_prob.tif"));
-            let hwc = probabilities_hwc(logits, k, h * w, holes.as_deref());
-            let raster = Raster::new(w, h, k, RasterData::F32(hwc))
-                .expect("probabilities sized from the image");
-            tiles::write_geotiff(&path, &raster, None)
+        if let Some(format) = args.probabilities {
+            let names = job.answers.names();
+            let (mut writer, path) =
+                probability_writer(&args.output, &stem, [h, w], None, false, names, format)?;
+            let rows = probability_rows(logits, k, h * w, holes.as_deref(), format);
+            writer
+                .write_rows(&rows)
+                .and_then(|()| writer.finish())
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         out

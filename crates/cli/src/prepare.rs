@@ -17,8 +17,49 @@ pub struct PrepareArgs {
     #[arg(long, value_name = "DIR")]
     pub images: Option<PathBuf>,
     /// Mask folder for --images, or one label raster per --scenes file (same order).
-    #[arg(long, value_name = "PATH", num_args = 1..)]
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with = "labels")]
     pub masks: Vec<PathBuf>,
+    /// For --scenes: polygon layers (GeoJSON, Shapefile, FlatGeobuf, any CRS) burned onto each
+    /// scene's grid as its labels, instead of label rasters; repeatable. With them --class
+    /// takes attribute values: `--class rice_paddy=rice,paddy`, `--class rice_paddy=*` (every
+    /// feature), or a bare `--class outer` that no feature selects (a background).
+    #[arg(long, value_name = "FILE", num_args = 1.., requires = "scenes")]
+    pub labels: Vec<PathBuf>,
+    /// The attribute of --labels holding each feature's class value.
+    #[arg(long, value_name = "FIELD", requires = "labels")]
+    pub class_field: Option<String>,
+    /// The class of pixels no --labels feature covers.
+    #[arg(
+        long,
+        value_name = "CLASS",
+        requires = "labels",
+        conflicts_with = "unlabelled"
+    )]
+    pub background: Option<String>,
+    /// Pixels no --labels feature covers are ignored in training instead of getting a class.
+    #[arg(long, value_enum, value_name = "ignore", requires = "labels")]
+    pub unlabelled: Option<crate::labels::UnlabelledArg>,
+    /// The surveyed area (a polygon layer): pixels outside it are ignored, since an unsurveyed
+    /// pixel is not a negative.
+    #[arg(long, value_name = "FILE", requires = "labels")]
+    pub label_extent: Option<PathBuf>,
+    /// Where --labels features overlap, the class listed first wins (e.g.
+    /// `--priority rice_paddy,outer`) [default: the later feature wins, as gdal_rasterize].
+    #[arg(
+        long,
+        value_name = "CLASS,…",
+        value_delimiter = ',',
+        requires = "labels"
+    )]
+    pub priority: Vec<String>,
+    /// Burn every pixel a --labels polygon touches (GDAL's ALL_TOUCHED) instead of the pixels
+    /// whose centre lies inside it.
+    #[arg(long, requires = "labels")]
+    pub all_touched: bool,
+    /// The CRS of --labels/--label-extent files that name none (e.g. a Shapefile without its
+    /// .prj): EPSG:<code>, an OGC URN or WKT.
+    #[arg(long, value_name = "CRS", requires = "labels")]
+    pub labels_crs: Option<String>,
     /// A list file (`image mask [train|val]` per line) instead of scanning --images/--masks.
     #[arg(long, value_name = "FILE")]
     pub list: Option<PathBuf>,
@@ -161,12 +202,27 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
             !args.audit_only,
             "--audit-only applies to --images/--masks folders, not to --scenes"
         );
-        let mut opts = SceneOptions::new(
-            args.scenes.clone(),
-            args.masks.clone(),
-            &args.out,
-            label_map(args)?,
-        );
+        let mut labeller = None;
+        let labels = if args.labels.is_empty() {
+            ensure!(
+                !args.masks.is_empty(),
+                "--scenes needs their labels: --masks FILE… (one label raster per scene) or \
+                --labels FILE… (polygon layers burned onto each scene)"
+            );
+            label_map(args)?
+        } else {
+            ensure!(
+                args.ignore.is_empty() && !args.reduce_labels,
+                "--ignore and --reduce-labels apply to label rasters; with --labels use \
+                --unlabelled ignore or --label-extent"
+            );
+            let (names, mapping) = crate::labels::class_names_and_mapping(args)?;
+            labeller = Some(crate::labels::labeller(args, &names, mapping)?);
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            LabelMap::identity(&names)
+        };
+        let mut opts =
+            SceneOptions::new(args.scenes.clone(), args.masks.clone(), &args.out, labels);
         check_raster_side("--tile-size", args.tile_size, 1)?;
         ensure!(
             args.overlap < args.tile_size,
@@ -180,7 +236,26 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
         opts.val_ratio = args.val_ratio;
         opts.seed = args.seed;
         opts.nodata = args.nodata;
-        tiles::prepare_scenes(&opts)?
+        let progress = std::sync::Arc::new(crate::progress::Progress::new("scene passes"));
+        progress.start("prepare: survey and tile".into());
+        opts.progress = tiles::ProgressHook(Some({
+            let progress = progress.clone();
+            std::sync::Arc::new(move |p: tiles::SceneProgress| {
+                progress.set_length(p.total as u64);
+                progress.advance(1);
+            })
+        }));
+        let report = match &mut labeller {
+            None => tiles::prepare_scenes(&opts)?,
+            Some(l) => {
+                let report = tiles::prepare_labelled_scenes(&opts, l)?;
+                progress.finish();
+                outln!("{}", l.audit())?;
+                report
+            }
+        };
+        progress.finish();
+        report
     } else if args.images.is_some() || args.list.is_some() {
         let masks = match &args.masks[..] {
             [m] => m.clone(),

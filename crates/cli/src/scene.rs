@@ -1,7 +1,7 @@
 //! `segfit predict` on GeoTIFF scenes of any size, in bounded memory: the scene is read a
 //! window at a time ([`tiles::ChunkedReader`]), blended by [`infer::predict_streaming`], and
 //! the class map (and the probabilities) written as it is finished, as tiled (512×512),
-//! Deflate-compressed GeoTIFFs with internal overviews ([`tiles::CogWriter`]). Peak memory
+//! Deflate-compressed Cloud-Optimized GeoTIFFs ([`tiles::CogWriter`]). Peak memory
 //! depends on the window, the batch and the scene's width (the blend of one row of windows),
 //! not on its height.
 
@@ -16,7 +16,10 @@ use segformer::Segformer;
 use tiles::ChunkedReader;
 
 use crate::answers::{AnswerSpec, Finished};
-use crate::output::{SceneOutputs, classes_with_nodata, resolve_nodata, stem_of};
+use crate::output::{
+    OutputSpec, ProbFormat, SceneOutputs, classes_with_nodata, resolve_nodata, stem_of,
+};
+use crate::progress::Progress;
 
 /// What [`predict_scene`] needs besides the model.
 pub struct SceneJob<'a> {
@@ -26,14 +29,16 @@ pub struct SceneJob<'a> {
     pub out_dir: &'a Path,
     /// `--nodata` (else the scene's own `GDAL_NODATA` is used).
     pub nodata: Option<f64>,
-    /// Also write the probabilities.
-    pub probabilities: bool,
+    /// Also write the probabilities, in this format.
+    pub probabilities: Option<ProbFormat>,
     /// The windows.
     pub windows: &'a Windows,
     /// The model's preprocessing.
     pub processor: &'a SegformerProcessor,
     /// Hectares and polygons, when asked for.
     pub answers: &'a AnswerSpec,
+    /// The command's progress bar, counting the scene's rows.
+    pub progress: &'a Progress,
 }
 
 /// Predicts a GeoTIFF scene in bounded memory; returns the class map's path and the answers
@@ -58,17 +63,21 @@ pub fn predict_scene<B: Backend>(
         file.display()
     );
     let geo = reader.geo().cloned();
+    job.progress.set_length(h as u64);
     let k = model.num_labels();
     let nodata = resolve_nodata(k, job.nodata, geo.as_ref(), file)?;
     let stem = stem_of(file);
+    let spec = OutputSpec {
+        names: job.answers.names(),
+        probabilities: job.probabilities,
+    };
     let (mut outputs, path) = SceneOutputs::create(
         job.out_dir,
         &stem,
         [h, w],
-        k,
         geo.as_ref(),
         nodata.is_some(),
-        job.probabilities,
+        &spec,
     )?;
     let mut answers = job
         .answers
@@ -108,7 +117,9 @@ pub fn predict_scene<B: Backend>(
             outputs
                 .write_rows(logits, &classes, n, holes.as_deref())
                 .with_context(|| format!("writing {}", path.display()))?;
-            answers.add_rows(logits, &classes)
+            answers.add_rows(logits, &classes)?;
+            job.progress.advance(n as u64);
+            Ok(())
         },
     )?;
     let finished = answers.finish()?;
@@ -147,10 +158,15 @@ mod tests {
             file: &file,
             out_dir: dir.path(),
             nodata: None,
-            probabilities: false,
+            probabilities: None,
             windows: &windows,
             processor: &processor,
-            answers: &AnswerSpec::new(&Default::default(), vec!["a".into(), "b".into()]).unwrap(),
+            answers: &AnswerSpec::new(
+                &Default::default(),
+                vec!["a".into(), "b".into(), "c".into()],
+            )
+            .unwrap(),
+            progress: &Progress::new("rows"),
         };
         let (path, _) = predict_scene(&model, &job, &device).unwrap();
         let (written, _) = tiles::read_image(&path).unwrap();

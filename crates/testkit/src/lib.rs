@@ -1,5 +1,6 @@
 //! Test-only helpers shared by segfit's test suites: the one fixture lookup, a local HTTP
-//! object server with ranges and faults ([`http::RangeServer`]), and
+//! object server with ranges and faults ([`http::RangeServer`]), an independent reader of
+//! TensorBoard event files ([`tfevents`]), and
 //! [`needs_fixtures`], which marks a test that needs the shared fixtures (`segformer-b0`,
 //! `mit-b0-encoder`) ignored where they are absent, so that `cargo test` reports it as
 //! ignored with the reason instead of passing it silently.
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 pub mod http;
 mod locate;
+pub mod tfevents;
 
 pub use locate::{Fixtures, Missing, Shared, ci_flag};
 /// Marks a test ignored (with the reason) when the shared fixtures were absent at build

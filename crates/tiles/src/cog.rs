@@ -1,30 +1,31 @@
-//! An incremental writer of tiled, compressed GeoTIFFs with internal overviews, in memory that
-//! does not grow with the image.
+//! An incremental writer of tiled, compressed Cloud-Optimized GeoTIFFs with internal
+//! overviews, in memory that does not grow with the image.
 //!
-//! The layout is GDAL's chained-IFD tiled GeoTIFF with internal overviews: IFD 0 (the full
-//! resolution), then one IFD per overview, chained in that order, each written after its own
-//! tiles. It is not the strict Cloud-Optimized GeoTIFF layout (every IFD ahead of the image
-//! data, GDAL's ghost header, the overviews' tiles first): GDAL and rasterio read it as a tiled
-//! GeoTIFF with overviews, and GDAL's COG validator does not call it a COG. The overviews are
-//! made in `cog/overview.rs`.
+//! The layout is GDAL's COG (`cog/layout.rs`): the ghost header, every IFD ahead of the image
+//! data, the smallest overview's tiles first and the full resolution's last, row-major, each
+//! tile with GDAL's size leader and repeated-bytes trailer. The overviews are made in
+//! `cog/overview.rs`, the legend and band metadata in `cog/legend.rs`.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use raster::{GeoRef, RasterData, SampleKind};
-use tiff::encoder::{TiffEncoder, TiffKind};
 use tiff::tags::Tag;
 
+mod layout;
+mod legend;
 mod overview;
 
+pub(crate) use layout::Value as TagValue;
+pub use legend::{BandInfo, ClassLegend};
 pub use overview::OverviewResampling;
 
 use crate::error::TilesError;
 use crate::tiff_write::{
-    Compression, RasterShape, TiffOptions, bytes_per_sample, compress_chunk, cut_padded,
-    write_geo_tags, write_layout_tags,
+    Compression, RasterShape, bytes_per_sample, compress_chunk, cut_padded, geo_tag_values,
 };
+use layout::{Ifd, Value};
 use overview::decimate;
 
 /// Layout of a [`CogWriter`]'s file.
@@ -52,39 +53,54 @@ impl Default for CogOptions {
     }
 }
 
-/// Writes a tiled, compressed GeoTIFF with internal overviews row band by row band.
+/// Writes a tiled, compressed Cloud-Optimized GeoTIFF with internal overviews row band by row
+/// band.
 ///
 /// The file holds the full-resolution image as IFD 0 (with the geo tags and `GDAL_NODATA` of
 /// the [`GeoRef`]), then one IFD per overview level, each half the size of the one before
-/// (`NewSubfileType = 1`, same tiling and compression, no geo tags), chained in that order:
-/// GDAL and rasterio read them as internal overviews. Tiles are written row by row of tiles, and
-/// the IFDs follow the image data; the strict COG layout (IFDs first, ghost header, overviews
-/// before the full resolution) is not produced, so `gdal_translate -of COG` or GDAL's COG
-/// validator would call it a tiled GeoTIFF with overviews, not a COG. BigTIFF is used when the
-/// padded tiles of all levels could pass 3.5 GB.
+/// (`NewSubfileType = 1`, same tiling and compression, no geo tags). It follows GDAL's COG
+/// layout: GDAL's ghost header after the TIFF header, every IFD before the image data, the
+/// data of the smallest overview first and of the full resolution last, tiles in row-major
+/// order with GDAL's 4-byte size leader and last-4-bytes trailer; `rio cogeo validate` and
+/// GDAL's `validate_cloud_optimized_geotiff.py` accept it (`crates/tiles/verify/cog.sh`).
+/// BigTIFF is used when the file would pass 4 GiB.
+///
+/// A class map can carry a [`ClassLegend`] ([`with_legend`](Self::with_legend)) and any raster
+/// band names and a scale/offset ([`with_band_info`](Self::with_band_info)).
 ///
 /// Memory is bounded independently of the height: each level (full resolution and every
 /// overview) buffers at most one row of tiles, `tile × level_width × bands` samples, so about
 /// `2 × tile × width × bands` samples in all, plus one tile's compressed bytes, plus the
 /// `TileOffsets`/`TileByteCounts` (16 bytes per tile). The compressed tiles of each level go to
 /// an anonymous temporary file in the output's directory as they complete and are copied into
-/// the output by [`finish`](Self::finish); those files vanish when the writer is dropped or
-/// fails. The output itself is a hidden temporary file in the same directory until `finish`
-/// moves it to `path`, so nothing appears at `path` unless the whole file was written.
+/// the output by [`finish`](Self::finish) (the IFDs that come first need every tile's size).
+/// So the output's directory needs about twice the finished file's size free while `finish`
+/// runs (the spooled tiles and the file assembled from them), once after. The spool files
+/// vanish when the writer is dropped or fails. The output itself is a hidden temporary file in
+/// the same directory until `finish` moves it to `path`, so nothing appears at `path` unless
+/// the whole file was written.
 ///
 /// ```
-/// use tiles::{CogOptions, CogWriter, RasterData, RasterShape, SampleKind};
+/// use tiles::{ClassLegend, CogOptions, CogWriter, RasterData, RasterShape, SampleKind};
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("classes.tif");
 /// let shape = RasterShape { width: 600, height: 700, bands: 1, kind: SampleKind::U8 };
-/// let mut w = CogWriter::create(&path, shape, None, CogOptions::default()).unwrap();
+/// let legend = ClassLegend {
+///     colours: vec![[40, 40, 40], [0, 200, 80]],
+///     names: vec!["other".into(), "rice".into()],
+/// };
+/// let mut w = CogWriter::create(&path, shape, None, CogOptions::default())
+///     .unwrap()
+///     .with_legend(legend)
+///     .unwrap();
 /// for _ in 0..7 {
 ///     w.write_rows(&RasterData::U8(vec![1; 100 * 600])).unwrap();
 /// }
 /// w.finish().unwrap();
 /// let (back, _) = tiles::read_image(&path).unwrap();
 /// assert_eq!((back.width, back.height), (600, 700));
+/// assert!(dir.path().join("classes.tif.aux.xml").exists()); // GDAL's category names
 /// ```
 pub struct CogWriter {
     path: PathBuf,
@@ -93,7 +109,10 @@ pub struct CogWriter {
     shape: RasterShape,
     geo: Option<GeoRef>,
     options: CogOptions,
-    big: bool,
+    /// BigTIFF even when the file would fit a classic TIFF (tests).
+    force_big: bool,
+    legend: Option<ClassLegend>,
+    band_info: BandInfo,
     /// Full resolution first, then each overview.
     levels: Vec<Level>,
     /// Full-resolution rows received so far.
@@ -165,14 +184,6 @@ impl CogWriter {
             (w, h) = (w.div_ceil(2), h.div_ceil(2));
             sizes.push((w, h));
         }
-        let padded: u64 = sizes
-            .iter()
-            .map(|&(w, h)| {
-                (w.div_ceil(t) * h.div_ceil(t)) as u64
-                    * (t * t) as u64
-                    * (shape.bands * bytes_per_sample(shape.kind)) as u64
-            })
-            .sum();
         let mut levels = Vec::with_capacity(sizes.len());
         for (width, height) in sizes {
             let tmp = tempfile::tempfile_in(&dir).map_err(|e| TilesError::io(&dir, e))?;
@@ -191,12 +202,56 @@ impl CogWriter {
             shape,
             geo: geo.cloned(),
             options,
-            // Classic TIFF offsets are 32-bit: switch to BigTIFF well before the 4 GiB limit.
-            big: padded > 3_500_000_000,
+            force_big: false,
+            legend: None,
+            band_info: BandInfo::default(),
             levels,
             rows_in: 0,
             failed: false,
         })
+    }
+
+    /// Gives a class map (one `u8` band) its colours and class names: a TIFF `ColorMap`, and
+    /// with names a PAM `<path>.aux.xml` (GDAL's category names) and a QGIS style
+    /// `<stem>.qml`, each written atomically by [`finish`](Self::finish) after the image.
+    pub fn with_legend(mut self, legend: ClassLegend) -> Result<Self, TilesError> {
+        if self.shape.bands != 1 || self.shape.kind != SampleKind::U8 {
+            return Err(TilesError::input(
+                &self.path,
+                format!(
+                    "a colour table needs one u8 band, not {} {} bands",
+                    self.shape.bands, self.shape.kind
+                ),
+            ));
+        }
+        if legend.colours.len() > 256 || legend.names.len() > 256 {
+            return Err(TilesError::input(
+                &self.path,
+                format!(
+                    "a u8 band has 256 values, not {} colours and {} names",
+                    legend.colours.len(),
+                    legend.names.len()
+                ),
+            ));
+        }
+        self.legend = Some(legend);
+        Ok(self)
+    }
+
+    /// Names the bands and/or gives them a scale and offset (GDAL's `GDAL_METADATA` tag).
+    pub fn with_band_info(mut self, info: BandInfo) -> Result<Self, TilesError> {
+        if info.names.len() > self.shape.bands {
+            return Err(TilesError::input(
+                &self.path,
+                format!(
+                    "{} band names for {} bands",
+                    info.names.len(),
+                    self.shape.bands
+                ),
+            ));
+        }
+        self.band_info = info;
+        Ok(self)
     }
 
     /// The next rows, top to bottom, band-interleaved `[rows, width, bands]` of the shape's
@@ -284,26 +339,26 @@ impl CogWriter {
             let l = &self.levels[i];
             debug_assert_eq!(l.rows_out, l.height, "level {i} got every row");
         }
+        let levels = std::mem::take(&mut self.levels);
         let file = self.out.file_mut();
         let mut w = BufWriter::with_capacity(1 << 20, file);
-        let levels = std::mem::take(&mut self.levels);
-        if self.big {
-            let mut enc = TiffEncoder::new_big(&mut w).map_err(|e| tiff_err(&path, e))?;
-            write_levels(&mut enc, true, &ctx, &self.shape, self.geo.as_ref(), levels)?;
-        } else {
-            let mut enc = TiffEncoder::new(&mut w).map_err(|e| tiff_err(&path, e))?;
-            write_levels(
-                &mut enc,
-                false,
-                &ctx,
-                &self.shape,
-                self.geo.as_ref(),
-                levels,
-            )?;
-        }
+        let meta = Meta {
+            shape: &self.shape,
+            geo: self.geo.as_ref(),
+            tile: self.options.tile,
+            compression: self.options.compression,
+            legend: self.legend.as_ref(),
+            band_info: &self.band_info,
+        };
+        assemble(&mut w, &path, &meta, levels, self.force_big)?;
         w.flush().map_err(|e| TilesError::io(&path, e))?;
         drop(w);
         self.out.commit()?;
+        if let Some(legend) = self.legend.as_ref().filter(|l| !l.names.is_empty()) {
+            let nodata = self.geo.as_ref().and_then(|g| g.nodata);
+            fsio::write_atomic(&legend::pam_path(&path), legend.pam_xml().as_bytes())?;
+            fsio::write_atomic(&legend::qml_path(&path), legend.qml(nodata).as_bytes())?;
+        }
         Ok(())
     }
 }
@@ -313,10 +368,6 @@ struct Ctx<'a> {
     bands: usize,
     options: &'a CogOptions,
     nodata: Option<f64>,
-}
-
-fn tiff_err(path: &Path, e: tiff::TiffError) -> TilesError {
-    TilesError::input(path, format!("writing TIFF: {e}"))
 }
 
 fn empty(kind: SampleKind) -> RasterData {
@@ -394,73 +445,160 @@ fn clear(mut band: RasterData) -> RasterData {
     band
 }
 
-/// Writes each level's tiles (copied from its temporary file) and IFD.
-fn write_levels<W: Write + Seek, K: TiffKind>(
-    enc: &mut TiffEncoder<W, K>,
-    big: bool,
-    ctx: &Ctx<'_>,
-    shape: &RasterShape,
-    geo: Option<&GeoRef>,
+/// What the IFDs say besides the tiles' places.
+struct Meta<'a> {
+    shape: &'a RasterShape,
+    geo: Option<&'a GeoRef>,
+    tile: usize,
+    compression: Compression,
+    legend: Option<&'a ClassLegend>,
+    band_info: &'a BandInfo,
+}
+
+/// Writes the whole file in GDAL's COG layout: header and ghost header, every level's IFD,
+/// then the spooled tiles, smallest level first.
+fn assemble<W: Write>(
+    out: &mut W,
+    path: &Path,
+    meta: &Meta<'_>,
     levels: Vec<Level>,
+    force_big: bool,
 ) -> Result<(), TilesError> {
-    let path = ctx.path;
-    let err = |e: tiff::TiffError| tiff_err(path, e);
     let io = |e: std::io::Error| TilesError::io(path, e);
-    let t = ctx.options.tile;
-    let layout = TiffOptions {
-        compression: ctx.options.compression,
-        tile_size: Some(t),
-        rows_per_strip: None,
+    let data_len: u64 = levels
+        .iter()
+        .flat_map(|l| &l.counts)
+        .map(|&c| layout::stored_len(c))
+        .sum();
+    let file_len = |ifds: &[Ifd], big: bool| {
+        layout::first_ifd_at(big) + ifds.iter().map(|i| i.len(big)).sum::<u64>() + data_len
     };
+    let classic = level_ifds(meta, &levels, false);
+    let big = force_big || file_len(&classic, false) > u32::MAX as u64;
+    let mut ifds = if big {
+        level_ifds(meta, &levels, true)
+    } else {
+        classic
+    };
+    // The tiles follow the IFDs, smallest level first; each offset points past its leader.
+    let mut at = file_len(&ifds, big) - data_len;
+    for (ifd, level) in ifds.iter_mut().zip(&levels).rev() {
+        let mut offsets = Vec::with_capacity(level.counts.len());
+        for &c in &level.counts {
+            offsets.push(at + 4);
+            at += layout::stored_len(c);
+        }
+        let offsets = if big {
+            Value::Long8(offsets)
+        } else {
+            Value::Long(offsets.into_iter().map(|o| o as u32).collect())
+        };
+        ifd.set(Tag::TileOffsets.to_u16(), offsets);
+    }
+    out.write_all(&layout::header(big)).map_err(io)?;
+    let mut at = layout::first_ifd_at(big);
+    for (i, ifd) in ifds.iter().enumerate() {
+        let next = if i + 1 == ifds.len() {
+            0
+        } else {
+            at + ifd.len(big)
+        };
+        out.write_all(&ifd.encode(at, next, big)).map_err(io)?;
+        at += ifd.len(big);
+    }
     let mut buf = Vec::new();
-    for (i, level) in levels.into_iter().enumerate() {
+    for level in levels.into_iter().rev() {
         let mut tmp = level.tiles.into_inner().map_err(|e| io(e.into_error()))?;
         tmp.seek(SeekFrom::Start(0)).map_err(io)?;
         let mut tmp = BufReader::with_capacity(1 << 20, tmp);
-        let mut dir = enc.image_directory().map_err(err)?;
-        let mut offsets = Vec::with_capacity(level.counts.len());
         for &c in &level.counts {
-            buf.resize(c as usize, 0);
-            tmp.read_exact(&mut buf).map_err(io)?;
-            offsets.push(dir.write_data(&buf[..]).map_err(err)?);
+            layout::copy_tile(&mut tmp, out, c, &mut buf).map_err(io)?;
         }
-        if i > 0 {
-            // A reduced-resolution version of IFD 0.
-            dir.write_tag(Tag::NewSubfileType, 1u32).map_err(err)?;
-        }
-        let level_shape = RasterShape {
-            width: level.width,
-            height: level.height,
-            ..*shape
-        };
-        let (offset_tag, count_tag) =
-            write_layout_tags(&mut dir, &level_shape, &layout, t).map_err(err)?;
-        if big {
-            dir.write_tag(offset_tag, &offsets[..]).map_err(err)?;
-            dir.write_tag(count_tag, &level.counts[..]).map_err(err)?;
-        } else {
-            let u32s = |v: &[u64]| -> Result<Vec<u32>, TilesError> {
-                v.iter()
-                    .map(|&o| {
-                        u32::try_from(o)
-                            .map_err(|_| TilesError::input(path, "TIFF offset past 4 GiB"))
-                    })
-                    .collect()
-            };
-            dir.write_tag(offset_tag, &u32s(&offsets)?[..])
-                .map_err(err)?;
-            dir.write_tag(count_tag, &u32s(&level.counts)?[..])
-                .map_err(err)?;
-        }
-        if i == 0
-            && let Some(g) = geo
-        {
-            write_geo_tags(&mut dir, g).map_err(err)?;
-        }
-        dir.finish().map_err(err)?;
     }
     Ok(())
 }
+
+/// Every level's IFD, `TileOffsets` still to be set.
+fn level_ifds(meta: &Meta<'_>, levels: &[Level], big: bool) -> Vec<Ifd> {
+    let shape = meta.shape;
+    let n = shape.bands;
+    let short = |v: u16| Value::Short(vec![v]);
+    let long = |v: usize| Value::Long(vec![v as u32]);
+    let geo_tags = meta.geo.map(geo_tag_values).unwrap_or_default();
+    let colour_channels = if meta.legend.is_none() && n == 3 {
+        3
+    } else {
+        1
+    };
+    levels
+        .iter()
+        .enumerate()
+        .map(|(i, level)| {
+            let mut ifd = Ifd::default();
+            if i > 0 {
+                // A reduced-resolution version of IFD 0.
+                ifd.set(Tag::NewSubfileType.to_u16(), Value::Long(vec![1]));
+            }
+            ifd.set(Tag::ImageWidth.to_u16(), long(level.width));
+            ifd.set(Tag::ImageLength.to_u16(), long(level.height));
+            let bits = (bytes_per_sample(shape.kind) * 8) as u16;
+            ifd.set(Tag::BitsPerSample.to_u16(), Value::Short(vec![bits; n]));
+            let code = match meta.compression {
+                Compression::None => 1,
+                Compression::Lzw => 5,
+                Compression::Deflate => 8,
+            };
+            ifd.set(Tag::Compression.to_u16(), short(code));
+            // Palette with a legend; RGB for three bands; anything else MinIsBlack with the
+            // remaining bands as unspecified extra samples, so no band is dropped.
+            let photometric = match (meta.legend, colour_channels) {
+                (Some(_), _) => 3,
+                (None, 3) => 2,
+                _ => 1,
+            };
+            ifd.set(Tag::PhotometricInterpretation.to_u16(), short(photometric));
+            ifd.set(Tag::SamplesPerPixel.to_u16(), short(n as u16));
+            ifd.set(Tag::PlanarConfiguration.to_u16(), short(1));
+            if let Some(legend) = meta.legend {
+                ifd.set(Tag::ColorMap.to_u16(), legend.colour_map());
+            }
+            ifd.set(Tag::TileWidth.to_u16(), long(meta.tile));
+            ifd.set(Tag::TileLength.to_u16(), long(meta.tile));
+            let tiles = level.counts.len();
+            let placeholder = if big {
+                Value::Long8(vec![0; tiles])
+            } else {
+                Value::Long(vec![0; tiles])
+            };
+            ifd.set(Tag::TileOffsets.to_u16(), placeholder);
+            let counts = level.counts.iter().map(|&c| c as u32).collect();
+            ifd.set(Tag::TileByteCounts.to_u16(), Value::Long(counts));
+            if n > colour_channels {
+                ifd.set(
+                    Tag::ExtraSamples.to_u16(),
+                    Value::Short(vec![0; n - colour_channels]),
+                );
+            }
+            let format = if shape.kind == SampleKind::F32 { 3 } else { 1 };
+            ifd.set(Tag::SampleFormat.to_u16(), Value::Short(vec![format; n]));
+            for (code, value) in &geo_tags {
+                // Overviews carry the nodata value only; the georeferencing is IFD 0's.
+                if i == 0 || *code == Tag::GdalNodata.to_u16() {
+                    ifd.set(*code, value.clone());
+                }
+            }
+            if i == 0
+                && let Some(xml) = meta.band_info.gdal_metadata(n)
+            {
+                ifd.set(GDAL_METADATA, xml);
+            }
+            ifd
+        })
+        .collect()
+}
+
+/// GDAL's private tag holding its metadata XML.
+const GDAL_METADATA: u16 = 42112;
 
 #[cfg(test)]
 mod tests {
@@ -504,7 +642,7 @@ mod tests {
             ..CogOptions::default()
         };
         let mut w = CogWriter::create(path, shape, Some(&geo), options).unwrap();
-        w.big = big;
+        w.force_big = big;
         let nan = f32::NAN;
         w.write_rows(&RasterData::F32(vec![
             1.0, 2.0, nan, -1.0, 7.0, 3.0, 6.0, -1.0, nan, 8.0,

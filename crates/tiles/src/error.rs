@@ -78,6 +78,14 @@ pub enum TilesError {
         /// How to fix the mapping.
         hint: String,
     },
+    /// Labels made for a scene (vector layers burned onto it) could not be made.
+    #[error("labels of scene {}: {reason}", scene.display())]
+    Labels {
+        /// The scene.
+        scene: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// A split ended up with no samples.
     #[error("split `{split}` is empty (looked in {}); add samples or change the split ratio", location.display())]
     EmptySplit {

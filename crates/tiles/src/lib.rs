@@ -85,7 +85,7 @@ mod window;
 
 pub use audit::{AuditReport, SplitAudit};
 pub use burn_dataset::Dataset;
-pub use cog::{CogOptions, CogWriter, OverviewResampling};
+pub use cog::{BandInfo, ClassLegend, CogOptions, CogWriter, OverviewResampling};
 pub use dataset::{SampleError, SampleResult, SegDataset};
 pub use error::TilesError;
 pub use input::SceneInput;
@@ -96,7 +96,10 @@ pub use meta::{DATASET_JSON, DatasetMeta, TileRecord};
 pub use prepare::{FolderOptions, PrepareReport, audit, audit_prepared, prepare_folder};
 pub use raster::{GeoRef, Mask, Raster, RasterData, Sample, SampleKind};
 pub use remote::{FetchStats, Remote, RemoteError, RemoteOptions, is_url};
-pub use scenes::{SceneOptions, prepare_scenes};
+pub use scenes::{
+    LabellerError, ProgressHook, SceneLabeller, SceneOptions, SceneProgress,
+    prepare_labelled_scenes, prepare_scenes,
+};
 pub use stac::{
     BandName, BandStack, StacAsset, StacItem, StackBand, StackOptions, parse_stac, read_stac,
 };

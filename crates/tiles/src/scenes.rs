@@ -4,9 +4,12 @@
 //! Two passes over every scene: the survey checks the scene against its label raster (size,
 //! CRS and grid, band layout, label values) and finds the tiles worth keeping, before anything
 //! is written; then the tiles are split by 2×2-tile blocks (the `grid` module) and written.
+//! The labels come from a label raster per scene or from a [`SceneLabeller`] that makes them
+//! on each scene's grid (the `labeller` module).
 
 mod align;
 mod grid;
+mod labeller;
 mod source;
 
 use std::collections::BTreeMap;
@@ -17,6 +20,8 @@ use raster::{GeoRef, Mask, Raster, SampleKind};
 use self::align::check_alignment;
 pub(crate) use self::align::same_crs;
 use self::grid::{Planned, Role, assign_splits, origins};
+use self::labeller::LabelRows;
+pub use self::labeller::{LabellerError, SceneLabeller};
 use self::source::{Source, crop, crop_mask};
 use crate::error::TilesError;
 use crate::io::{write_mask_png, write_png};
@@ -32,7 +37,8 @@ pub struct SceneOptions {
     /// Scene images (GeoTIFF for windowed reads; PNG/JPEG are read whole).
     pub scenes: Vec<PathBuf>,
     /// Label rasters, one per scene, same size as it and, when both are georeferenced, on the
-    /// same grid (same CRS, pixel corners within half a pixel).
+    /// same grid (same CRS, pixel corners within half a pixel). Empty for
+    /// [`prepare_labelled_scenes`].
     pub masks: Vec<PathBuf>,
     /// Output root.
     pub out: PathBuf,
@@ -56,6 +62,43 @@ pub struct SceneOptions {
     /// (whatever the label raster holds there) and left out of the band statistics; GeoTIFF
     /// tiles declare it in their own `GDAL_NODATA`.
     pub nodata: Option<f64>,
+    /// Told after each scene of each pass (default: nobody), for a progress bar.
+    pub progress: ProgressHook,
+}
+
+/// Where [`prepare_scenes`] is: each scene is read twice, once to survey it (its size, nodata
+/// and label values, the tiles it gives) and once to write its tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SceneProgress {
+    /// Scene passes done, surveys and writes together: `1..=total`.
+    pub done: usize,
+    /// Twice the number of scenes.
+    pub total: usize,
+}
+
+/// A function told [`SceneProgress`] as [`prepare_scenes`] goes; `None` tells nobody.
+#[derive(Clone, Default)]
+pub struct ProgressHook(pub Option<std::sync::Arc<dyn Fn(SceneProgress) + Send + Sync>>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ProgressHook(Some(..))"
+        } else {
+            "ProgressHook(None)"
+        })
+    }
+}
+
+impl ProgressHook {
+    fn tell(&self, done: usize, scenes: usize) {
+        if let Some(f) = &self.0 {
+            f(SceneProgress {
+                done,
+                total: 2 * scenes,
+            });
+        }
+    }
 }
 
 impl SceneOptions {
@@ -78,6 +121,7 @@ impl SceneOptions {
             seed: 0,
             compression: Compression::Deflate,
             nodata: None,
+            progress: ProgressHook::default(),
         }
     }
 }
@@ -93,13 +137,42 @@ impl SceneOptions {
 /// Reads one band of `tile_size` rows at a time: peak memory is about two row bands of the
 /// scene, whatever its height.
 pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> {
-    check_options(opts)?;
+    prepare(opts, None)
+}
+
+/// [`prepare_scenes`] with labels made on each scene's grid by `labeller` (vector layers
+/// burned onto the scene) instead of read from label rasters: `opts.masks` must be empty.
+/// Everything else is the same: tiles, splits, nodata, the values mapped by `opts.labels`.
+/// Peak memory adds what the labeller holds to two row bands of the scene.
+pub fn prepare_labelled_scenes(
+    opts: &SceneOptions,
+    labeller: &mut dyn SceneLabeller,
+) -> Result<PrepareReport, TilesError> {
+    prepare(opts, Some(labeller))
+}
+
+fn prepare(
+    opts: &SceneOptions,
+    mut labeller: Option<&mut dyn SceneLabeller>,
+) -> Result<PrepareReport, TilesError> {
+    check_options(opts, labeller.is_some())?;
     let stems = scene_stems(&opts.scenes)?;
     let lut = opts.labels.lookup_table();
     into_fresh_output(&opts.out, || {
         let mut layout = None;
         let surveys = (0..opts.scenes.len())
-            .map(|i| survey(opts, i, &stems[i], &lut, &mut layout))
+            .map(|i| {
+                let s = survey(
+                    opts,
+                    i,
+                    &stems[i],
+                    &lut,
+                    &mut layout,
+                    reborrow(&mut labeller),
+                );
+                opts.progress.tell(i + 1, opts.scenes.len());
+                s
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mut tiles: Vec<Planned> = surveys.iter().flat_map(|s| s.kept.clone()).collect();
         let split = assign_splits(
@@ -127,7 +200,16 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
                 .iter()
                 .filter(|t| t.scene == i && t.role != Role::Dropped)
                 .collect();
-            records.extend(write_scene(opts, s, &mine, fill, &mut stats)?);
+            records.extend(write_scene(
+                opts,
+                i,
+                s,
+                &mine,
+                fill,
+                &mut stats,
+                reborrow(&mut labeller),
+            )?);
+            opts.progress.tell(surveys.len() + i + 1, opts.scenes.len());
         }
         let mut meta = DatasetMeta::new("scenes", &labels, kind, bands, stats.finish());
         for r in &records {
@@ -154,7 +236,17 @@ pub fn prepare_scenes(opts: &SceneOptions) -> Result<PrepareReport, TilesError> 
     })
 }
 
-fn check_options(opts: &SceneOptions) -> Result<(), TilesError> {
+/// The labeller for one scene's pass, borrowed from the run's.
+fn reborrow<'a>(
+    labeller: &'a mut Option<&mut dyn SceneLabeller>,
+) -> Option<&'a mut dyn SceneLabeller> {
+    match labeller {
+        Some(l) => Some(&mut **l),
+        None => None,
+    }
+}
+
+fn check_options(opts: &SceneOptions, made_labels: bool) -> Result<(), TilesError> {
     let t = opts.tile_size;
     if t < 16 || !t.is_multiple_of(16) {
         return Err(TilesError::option(
@@ -170,7 +262,14 @@ fn check_options(opts: &SceneOptions) -> Result<(), TilesError> {
             format!("must be smaller than tile_size ({t})"),
         ));
     }
-    if opts.scenes.is_empty() || opts.scenes.len() != opts.masks.len() {
+    if made_labels && !opts.masks.is_empty() {
+        return Err(TilesError::option(
+            "masks",
+            opts.masks.len(),
+            "labels are made on each scene's grid; give no label rasters with them",
+        ));
+    }
+    if opts.scenes.is_empty() || (!made_labels && opts.scenes.len() != opts.masks.len()) {
         return Err(TilesError::option(
             "masks",
             opts.masks.len(),
@@ -218,6 +317,7 @@ fn scene_stems(scenes: &[PathBuf]) -> Result<Vec<String>, TilesError> {
 /// What the survey of one scene found.
 struct Survey {
     scene: PathBuf,
+    /// The label raster, or what the labeller names as its source.
     mask: PathBuf,
     stem: String,
     geo: Option<GeoRef>,
@@ -233,38 +333,62 @@ struct Survey {
     note: Option<String>,
 }
 
-/// Reads scene `index` and its label raster once without writing anything: checks size,
-/// alignment, band layout (against `layout`, the first scene's) and label values, and finds
-/// the tiles that are not mostly empty. Reads the image only when it has a nodata value; label
-/// values under nodata pixels need not be mapped.
+/// The labels of scene `index`: its label raster, or `labeller` started on it.
+fn open_labels<'a>(
+    opts: &SceneOptions,
+    index: usize,
+    scene: &Source,
+    labeller: Option<&'a mut dyn SceneLabeller>,
+) -> Result<(LabelRows<'a>, PathBuf), TilesError> {
+    match labeller {
+        None => {
+            let path = &opts.masks[index];
+            Ok((LabelRows::raster(path)?, path.clone()))
+        }
+        Some(l) => {
+            let source = l.source();
+            let rows = LabelRows::made(l, index, &opts.scenes[index], scene.size(), scene.geo())?;
+            Ok((rows, source))
+        }
+    }
+}
+
+/// Reads scene `index` and its labels once without writing anything: checks size, alignment
+/// (of a label raster), band layout (against `layout`, the first scene's) and label values,
+/// and finds the tiles that are not mostly empty. Reads the image only when it has a nodata
+/// value; label values under nodata pixels need not be mapped.
 fn survey(
     opts: &SceneOptions,
     index: usize,
     stem: &str,
     lut: &[Option<u8>; 256],
     layout: &mut Option<(PathBuf, usize, SampleKind)>,
+    labeller: Option<&mut dyn SceneLabeller>,
 ) -> Result<Survey, TilesError> {
-    let (scene_path, mask_path) = (&opts.scenes[index], &opts.masks[index]);
+    let scene_path = &opts.scenes[index];
     let t = opts.tile_size;
     let mut scene = Source::open_image(scene_path)?;
-    let mut mask = Source::open_mask(mask_path)?;
     let (w, h) = scene.size();
-    if (w, h) != mask.size() {
-        return Err(TilesError::SizeMismatch {
-            image: scene_path.clone(),
-            mask: mask_path.clone(),
-            image_size: (w, h),
-            mask_size: mask.size(),
-        });
-    }
     if w < t || h < t {
         return Err(TilesError::input(
             scene_path,
             format!("scene is {w}x{h}, smaller than tile_size {t}; lower --tile-size"),
         ));
     }
+    let (mut mask, mask_path) = open_labels(opts, index, &scene, labeller)?;
+    let mut note = None;
+    if let Some((size, mask_geo, path)) = mask.raster_grid() {
+        if (w, h) != size {
+            return Err(TilesError::SizeMismatch {
+                image: scene_path.clone(),
+                mask: path.to_path_buf(),
+                image_size: (w, h),
+                mask_size: size,
+            });
+        }
+        note = check_alignment(scene_path, scene.geo(), path, mask_geo, (w, h))?;
+    }
     check_layout(scene_path, scene.layout(), layout)?;
-    let note = check_alignment(scene_path, scene.geo(), mask_path, mask.geo(), (w, h))?;
     let nodata = opts.nodata.or(scene.geo().and_then(|g| g.nodata));
     let geo = scene.geo().cloned().map(|g| GeoRef { nodata, ..g });
     let stride = t - opts.overlap;
@@ -272,7 +396,7 @@ fn survey(
     let (mut tally, mut tallied_to, mut nodata_count) = ([0u64; 256], 0, 0);
     let (mut kept, mut skipped) = (Vec::new(), 0);
     for (row, y) in origins(h, t, stride).into_iter().enumerate() {
-        let band = mask.mask_rows(mask_path, y, t)?;
+        let band = mask.rows(y, t)?;
         // `w × t` flags: the band's pixels that are nodata in every band of the scene.
         let holes = match nodata {
             Some(nd) => nodata_pixels(&scene.rows(y, t)?, nd),
@@ -309,10 +433,10 @@ fn survey(
             }
         }
     }
-    check_mapped(&tally, lut, mask_path, &opts.labels)?;
+    check_mapped(&tally, lut, &mask_path, &opts.labels)?;
     Ok(Survey {
         scene: scene_path.clone(),
-        mask: mask_path.clone(),
+        mask: mask_path,
         stem: stem.to_string(),
         geo,
         nodata,
@@ -366,21 +490,23 @@ fn check_mapped(
     })
 }
 
-/// Writes the kept tiles of one scene (in row order), `fill` on their masks' nodata pixels,
+/// Writes the kept tiles of scene `index` (in row order), `fill` on their masks' nodata pixels,
 /// adding train tiles to `stats`.
 fn write_scene(
     opts: &SceneOptions,
+    index: usize,
     s: &Survey,
     tiles: &[&Planned],
     fill: u8,
     stats: &mut StatsAccumulator,
+    labeller: Option<&mut dyn SceneLabeller>,
 ) -> Result<Vec<TileRecord>, TilesError> {
     let t = opts.tile_size;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
     let mut scene = Source::open_image(&s.scene)?;
-    let mut mask = Source::open_mask(&s.mask)?;
+    let (mut mask, _) = open_labels(opts, index, &scene, labeller)?;
     let (bands, kind) = scene.layout();
     let ctx = TileCtx {
         opts,
@@ -391,7 +517,7 @@ fn write_scene(
     for row in tiles.chunk_by(|a, b| a.row == b.row) {
         let y = row[0].y;
         let band = scene.rows(y, t)?;
-        let mband = mask.mask_rows(&s.mask, y, t)?;
+        let mband = mask.rows(y, t)?;
         // Encoding tiles dominates the run: spread one row band's tiles over threads.
         // Each thread takes a contiguous run of columns, so the manifest order is fixed.
         let per = row.len().div_ceil(threads);

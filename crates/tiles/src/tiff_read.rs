@@ -46,6 +46,104 @@ impl Seek for Input {
     }
 }
 
+/// The bytes of a TIFF with every 8-bit, one-sample palette image shown as MinIsBlack: the
+/// `tiff` crate refuses to decode palette images, yet a palette image's samples are exactly the
+/// class indices segfit wants (its own class maps carry a colour table for GIS tools). The
+/// `PhotometricInterpretation` value 3 of such an image reads as 1; nothing else changes.
+struct Indexed<R> {
+    inner: R,
+    pos: u64,
+    /// File offsets of the low byte of each Photometric value to read as 1.
+    patches: Vec<u64>,
+}
+
+impl<R: Read + Seek> Indexed<R> {
+    fn new(mut inner: R) -> std::io::Result<Self> {
+        // A file the scan cannot walk is left to the decoder, which reports it properly.
+        let patches = palette_photometrics(&mut inner).unwrap_or_default();
+        inner.seek(SeekFrom::Start(0))?;
+        Ok(Self {
+            inner,
+            pos: 0,
+            patches,
+        })
+    }
+}
+
+impl<R: Read> Read for Indexed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &p in &self.patches {
+            if (self.pos..self.pos + n as u64).contains(&p) {
+                buf[(p - self.pos) as usize] = 1;
+            }
+        }
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: Seek> Seek for Indexed<R> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.inner.seek(to)?;
+        Ok(self.pos)
+    }
+}
+
+/// Where the first IFD (the only one a [`ChunkedReader`] reads) keeps its Photometric value's
+/// low byte, when it is an 8-bit one-sample palette image.
+fn palette_photometrics<R: Read + Seek>(r: &mut R) -> std::io::Result<Vec<u64>> {
+    let mut head = [0u8; 16];
+    r.read_exact(&mut head[..8])?;
+    let le = match &head[..2] {
+        b"II" => true,
+        b"MM" => false,
+        _ => return Ok(Vec::new()),
+    };
+    let num = |b: &[u8]| -> u64 {
+        let mut v = 0u64;
+        for i in 0..b.len() {
+            let byte = if le { b[b.len() - 1 - i] } else { b[i] };
+            v = v << 8 | byte as u64;
+        }
+        v
+    };
+    let big = num(&head[2..4]) == 43;
+    let ifd = if big {
+        r.read_exact(&mut head[8..16])?;
+        num(&head[8..16])
+    } else {
+        num(&head[4..8])
+    };
+    let (count_len, entry_len, field) = if big { (8, 20, 8) } else { (2, 12, 4) };
+    r.seek(SeekFrom::Start(ifd))?;
+    let mut b = [0u8; 20];
+    r.read_exact(&mut b[..count_len])?;
+    // Bounded: an absurd count stops the scan (the decoder then reports the file).
+    let n = num(&b[..count_len]).min(4096);
+    let (mut photometric, mut samples, mut bits) = (None, 1, 0);
+    for i in 0..n {
+        r.read_exact(&mut b[..entry_len])?;
+        let (tag, kind) = (num(&b[..2]), num(&b[2..4]));
+        let count = num(&b[4..entry_len - field]);
+        if kind != 3 || count != 1 {
+            continue;
+        }
+        let value = num(&b[entry_len - field..entry_len - field + 2]);
+        let value_at = ifd + (count_len + entry_len * i as usize + entry_len - field) as u64;
+        match tag {
+            262 if value == 3 => photometric = Some(value_at + if le { 0 } else { 1 }),
+            277 => samples = value,
+            258 => bits = value,
+            _ => {}
+        }
+    }
+    Ok(photometric
+        .filter(|_| samples == 1 && bits == 8)
+        .into_iter()
+        .collect())
+}
+
 /// Turns a decoder error into the error to report: the fetch failure behind it, when there
 /// was one, else a decode error naming the file.
 fn failure(
@@ -70,7 +168,7 @@ fn failure(
 pub struct ChunkedReader {
     /// The file, or the URL (as a path: errors name it the same way).
     path: PathBuf,
-    decoder: Decoder<Input>,
+    decoder: Decoder<Indexed<Input>>,
     /// Set for a URL: where its fetch errors go.
     fetch_error: Option<Arc<Mutex<Option<RemoteError>>>>,
     /// Byte range of every chunk (for a URL: what a window prefetches).
@@ -149,6 +247,10 @@ impl ChunkedReader {
         // Chunks are small, but offset arrays of big scenes exceed the 1 MiB default.
         limits.ifd_value_size = 256 * 1024 * 1024;
         limits.decoding_buffer_size = 1 << 30;
+        let input = Indexed::new(input).map_err(|e| match failure(path, &fetch_error, &e) {
+            TilesError::Remote(r) => TilesError::Remote(r),
+            _ => TilesError::io(path, e),
+        })?;
         let mut decoder = Decoder::new(input).map_err(fail)?.with_limits(limits);
         let (w, h) = decoder.dimensions().map_err(fail)?;
         let color = decoder
@@ -296,7 +398,7 @@ impl ChunkedReader {
                 }
             }
         }
-        if let Input::Remote(file, _) = self.decoder.inner() {
+        if let Input::Remote(file, _) = &mut self.decoder.inner().inner {
             // Every chunk of the window in one parallel fetch, before decoding any.
             let ranges: Vec<Range<u64>> = chunks
                 .iter()

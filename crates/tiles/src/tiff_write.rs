@@ -8,6 +8,7 @@ use raster::{GeoRef, Raster, RasterData, SampleKind};
 use tiff::encoder::{DirectoryEncoder, TiffEncoder, TiffKind};
 use tiff::tags::Tag;
 
+use crate::cog::TagValue as Value;
 use crate::error::TilesError;
 use crate::tiff_read::is_pixel_is_point;
 
@@ -290,6 +291,22 @@ pub(crate) fn write_geo_tags<W: Write + Seek, K: TiffKind>(
     dir: &mut DirectoryEncoder<'_, W, K>,
     g: &GeoRef,
 ) -> tiff::TiffResult<()> {
+    for (code, value) in geo_tag_values(g) {
+        let tag = Tag::from_u16_exhaustive(code);
+        match &value {
+            Value::Short(v) => dir.write_tag(tag, &v[..])?,
+            Value::Long(v) => dir.write_tag(tag, &v[..])?,
+            Value::Long8(v) => dir.write_tag(tag, &v[..])?,
+            Value::Double(v) => dir.write_tag(tag, &v[..])?,
+            Value::Ascii(s) => dir.write_tag(tag, s.as_str())?,
+        }
+    }
+    Ok(())
+}
+
+/// The GeoTIFF tags (and `GDAL_NODATA`) of `g`, by tag code, for any TIFF writer.
+pub(crate) fn geo_tag_values(g: &GeoRef) -> Vec<(u16, Value)> {
+    let mut tags = Vec::new();
     let mut t = g.transform;
     if is_pixel_is_point(g.geo_key_directory.as_deref()) {
         // The reader moved PixelIsPoint origins to the pixel corner; store the point again.
@@ -297,30 +314,39 @@ pub(crate) fn write_geo_tags<W: Write + Seek, K: TiffKind>(
         t[3] += 0.5 * (t[4] + t[5]);
     }
     if t[2] == 0.0 && t[4] == 0.0 {
-        dir.write_tag(Tag::ModelPixelScaleTag, &[t[1], -t[5], 0.0][..])?;
-        dir.write_tag(Tag::ModelTiepointTag, &[0.0, 0.0, 0.0, t[0], t[3], 0.0][..])?;
+        tags.push((
+            Tag::ModelPixelScaleTag,
+            Value::Double(vec![t[1], -t[5], 0.0]),
+        ));
+        tags.push((
+            Tag::ModelTiepointTag,
+            Value::Double(vec![0.0, 0.0, 0.0, t[0], t[3], 0.0]),
+        ));
     } else {
-        let m = [
+        let m = vec![
             t[1], t[2], 0.0, t[0], t[4], t[5], 0.0, t[3], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0,
         ];
-        dir.write_tag(Tag::ModelTransformationTag, &m[..])?;
+        tags.push((Tag::ModelTransformationTag, Value::Double(m)));
     }
     // Without a key directory GDAL ignores the transform: write a minimal PixelIsArea one.
     let keys = g
         .geo_key_directory
         .clone()
         .unwrap_or_else(|| vec![1, 1, 0, 1, 1025, 0, 1, 1]);
-    dir.write_tag(Tag::GeoKeyDirectoryTag, &keys[..])?;
+    tags.push((Tag::GeoKeyDirectoryTag, Value::Short(keys)));
     if let Some(d) = &g.geo_double_params {
-        dir.write_tag(Tag::GeoDoubleParamsTag, &d[..])?;
+        tags.push((Tag::GeoDoubleParamsTag, Value::Double(d.clone())));
     }
     if let Some(a) = &g.geo_ascii_params {
-        dir.write_tag(Tag::GeoAsciiParamsTag, a.trim_end_matches('\0'))?;
+        tags.push((
+            Tag::GeoAsciiParamsTag,
+            Value::Ascii(a.trim_end_matches('\0').to_string()),
+        ));
     }
     if let Some(nd) = g.nodata {
-        dir.write_tag(Tag::GdalNodata, gdal_nodata_string(nd).as_str())?;
+        tags.push((Tag::GdalNodata, Value::Ascii(gdal_nodata_string(nd))));
     }
-    Ok(())
+    tags.into_iter().map(|(t, v)| (t.to_u16(), v)).collect()
 }
 
 /// `GDAL_NODATA` as GDAL writes it: `nan`, `inf`, `-inf`, else the shortest decimal that reads

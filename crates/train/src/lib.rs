@@ -36,6 +36,7 @@ mod run;
 mod run_data;
 mod scaler;
 mod schedule;
+mod tensorboard;
 mod trainer;
 
 // Configuring and running: one call trains a run directory.

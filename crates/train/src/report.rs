@@ -1,5 +1,6 @@
 //! What the user sees: a progress bar, one line per epoch, `metrics.jsonl`, `metrics.csv`, PNG
-//! plots of the curves and an overlay grid of validation predictions.
+//! plots of the curves, an overlay grid of validation predictions, and the same scalars and
+//! overlays as TensorBoard event files in `tb/` ([`crate::tensorboard`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -20,6 +21,7 @@ use crate::error::TrainError;
 use crate::io::write_atomic;
 use crate::plot::{Canvas, line_chart};
 use crate::run_data::RunPreprocessing;
+use crate::tensorboard::EventWriter;
 
 /// One logged optimizer step.
 #[derive(Clone, Debug, Serialize)]
@@ -34,6 +36,12 @@ pub struct StepRecord {
     pub lr: f64,
     /// Training throughput so far in the epoch.
     pub images_per_s: f64,
+    /// Wall time since the previous step (or the epoch's start), data loading included.
+    pub step_seconds: f64,
+    /// The process's resident memory when the step was logged, MiB (Linux; the device
+    /// memory of a GPU run is not in it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_rss_mib: Option<f64>,
 }
 
 /// One epoch's summary.
@@ -65,6 +73,11 @@ pub struct Reporter {
     /// Epoch records as logged (the plots and the CSV are derived from them).
     epochs: Vec<serde_json::Value>,
     steps: Vec<(u64, f64)>,
+    /// `None` once a write failed (reported once; the other logs go on).
+    tb: Option<EventWriter>,
+    /// `optimizer.head_lr_mult` when it is not 1: the decode head is a second parameter
+    /// group with its own learning rate.
+    head_lr_mult: Option<f64>,
 }
 
 impl Reporter {
@@ -115,6 +128,8 @@ impl Reporter {
             .append(true)
             .open(&path)
             .map_err(|e| TrainError::io(&path, e))?;
+        let tb = EventWriter::open(&dir.join("tb"), resume.then_some(resume_step))?;
+        let mult = cfg.optimizer.head_lr_mult;
         Ok(Self {
             dir: dir.to_path_buf(),
             class_names: class_names.to_vec(),
@@ -125,6 +140,8 @@ impl Reporter {
             jsonl,
             epochs,
             steps,
+            tb: Some(tb),
+            head_lr_mult: (mult != 1.0).then_some(mult),
         })
     }
 
@@ -171,7 +188,7 @@ impl Reporter {
     }
 
     /// One optimizer step done.
-    pub fn step(&mut self, rec: &StepRecord) {
+    pub fn step(&mut self, mut rec: StepRecord) {
         if let Some(b) = &self.bar {
             b.inc(1);
             b.set_message(format!(
@@ -181,8 +198,44 @@ impl Reporter {
         }
         self.steps.push((rec.step, rec.loss));
         if rec.step.is_multiple_of(self.log_every) {
-            let _ = self.append("step", rec);
+            rec.host_rss_mib = host_rss_mib();
+            let _ = self.append("step", &rec);
+            let mut values = vec![("train/loss".to_string(), rec.loss)];
+            match self.head_lr_mult {
+                None => values.push(("train/lr".to_string(), rec.lr)),
+                Some(m) => values.extend([
+                    ("train/lr/encoder".to_string(), rec.lr),
+                    ("train/lr/decode_head".to_string(), rec.lr * m),
+                ]),
+            }
+            values.push(("train/images_per_s".to_string(), rec.images_per_s));
+            values.push(("train/step_seconds".to_string(), rec.step_seconds));
+            if let Some(m) = rec.host_rss_mib {
+                values.push(("memory/host_rss_mib".to_string(), m));
+            }
+            self.tb_write(|tb| tb.scalars(rec.step, &values));
         }
+    }
+
+    /// Writes to the event file; the first failure is reported and ends TensorBoard logging
+    /// for the run (a full disk must not kill training, and one warning is enough).
+    fn tb_write(&mut self, f: impl FnOnce(&mut EventWriter) -> std::io::Result<()>) {
+        let Some(tb) = &mut self.tb else {
+            return;
+        };
+        if let Err(e) = f(tb) {
+            let msg = format!(
+                "warning: cannot write {}: {e}; TensorBoard logging stops, metrics.jsonl goes on",
+                tb.path().display()
+            );
+            self.tb = None;
+            self.note(&msg);
+        }
+    }
+
+    /// Writes the buffered TensorBoard events to disk (at checkpoints and evaluations).
+    pub fn flush(&mut self) {
+        self.tb_write(|tb| tb.flush());
     }
 
     /// Appends `rec` to `metrics.jsonl` as a `kind` record and returns that record.
@@ -221,6 +274,19 @@ impl Reporter {
         let v = self.append("epoch", rec);
         let _ = self.jsonl.flush();
         self.epochs.push(v);
+        let m = &rec.metrics;
+        let mut values = vec![
+            ("train/epoch_loss".to_string(), rec.train_loss),
+            ("train/epoch_seconds".to_string(), rec.seconds),
+            ("val/loss".to_string(), rec.val_loss),
+            ("val/miou".to_string(), m.miou),
+            ("val/pixel_accuracy".to_string(), m.pixel_accuracy),
+            ("val/mean_f1".to_string(), m.mean_f1),
+        ];
+        for (name, iou) in self.class_names.iter().zip(&m.iou) {
+            values.push((format!("val/iou/{name}"), *iou));
+        }
+        self.tb_write(|tb| tb.scalars(rec.step, &values));
         let mut csv = String::from("epoch,step,train_loss,val_loss,miou,pixel_accuracy,mean_f1");
         for n in &self.class_names {
             csv.push_str(&format!(",iou_{n}"));
@@ -287,12 +353,14 @@ impl Reporter {
 
     /// A grid of image | ground truth | prediction for the first `n` validation tiles, the
     /// classes painted over the image as `segfit predict --overlay` paints them
-    /// ([`infer::overlay_pixel`]).
+    /// ([`infer::overlay_pixel`]): `plots/overlays.png`, and the same PNG as TensorBoard's
+    /// `val/overlays` image at `step`.
     pub fn overlays<B: Backend>(
-        &self,
+        &mut self,
         model: &Segformer<B>,
         val: &Arc<SampleSource>,
         n: usize,
+        step: u64,
     ) -> Result<(), TrainError> {
         let n = n.min(val.dataset.len());
         if n == 0 {
@@ -341,13 +409,33 @@ impl Reporter {
                 }
             }
         }
-        self.write_png("overlays.png", &canvas.into_raster())
+        let grid = canvas.into_raster();
+        self.write_png("overlays.png", &grid)?;
+        let path = self.dir.join("plots").join("overlays.png");
+        let png = std::fs::read(&path).map_err(|e| TrainError::io(&path, e))?;
+        self.tb_write(|tb| tb.image(step, "val/overlays", &png, (grid.width, grid.height)));
+        Ok(())
     }
 
-    /// Clears the progress bar.
+    /// Clears the progress bar and writes the last TensorBoard events.
     pub fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
         }
+        self.flush();
     }
+}
+
+/// The process's resident set (`VmRSS` of `/proc/self/status`), MiB; `None` off Linux.
+fn host_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
 }

@@ -69,6 +69,7 @@ mod polygonize;
 mod rings;
 mod simplify;
 mod stats;
+mod zones;
 
 pub use error::VectorError;
 pub use geojson::{GeoJsonWriter, OutputCrs, VectorOptions};
@@ -76,3 +77,4 @@ pub use geom::{Crs, Ellipsoid};
 pub use grid::Grid;
 pub use polygonize::{Polygonizer, Region};
 pub use stats::{ClassStats, StatsReport};
+pub use zones::{NO_ZONE, ZoneStats};

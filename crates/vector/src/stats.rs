@@ -3,18 +3,19 @@
 use serde::Serialize;
 
 use crate::Grid;
+use crate::zones::{ZoneRow, ZoneStats};
 
 /// Totals of one class (or of nodata).
 #[derive(Clone, Debug, Default, PartialEq)]
-struct Tally {
-    pixels: u64,
-    area_m2: f64,
-    confidence_sum: f64,
-    confidence_count: u64,
+pub(crate) struct Tally {
+    pub(crate) pixels: u64,
+    pub(crate) area_m2: f64,
+    pub(crate) confidence_sum: f64,
+    pub(crate) confidence_count: u64,
 }
 
 impl Tally {
-    fn merge(&mut self, o: &Tally) {
+    pub(crate) fn merge(&mut self, o: &Tally) {
         self.pixels += o.pixels;
         self.area_m2 += o.area_m2;
         self.confidence_sum += o.confidence_sum;
@@ -170,16 +171,25 @@ impl Section {
     }
 }
 
-/// Statistics per input and in total, as JSON or CSV.
+/// Statistics per input and in total, and per zone when given, as JSON or CSV.
 #[derive(Clone, Debug, Default)]
 pub struct StatsReport {
     inputs: Vec<(String, String, ClassStats)>,
+    zones: Option<(ZoneStats, String)>,
 }
 
 #[derive(Serialize)]
 struct ReportJson<'a> {
     inputs: &'a [Section],
     total: Section,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    zones: Option<ZonesJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ZonesJson<'a> {
+    note: &'a str,
+    rows: Vec<ZoneRow>,
 }
 
 impl StatsReport {
@@ -197,6 +207,12 @@ impl StatsReport {
             _ => format!("pixels only: {input} has no georeferencing"),
         };
         self.inputs.push((input.to_string(), crs, stats));
+    }
+
+    /// Adds the per-zone statistics, with `note` saying how they were counted (e.g. which
+    /// scene a pixel covered by several counts for).
+    pub fn set_zones(&mut self, zones: ZoneStats, note: &str) {
+        self.zones = Some((zones, note.to_string()));
     }
 
     fn sections(&self) -> (Vec<Section>, Section) {
@@ -235,6 +251,10 @@ impl StatsReport {
         serde_json::to_string_pretty(&ReportJson {
             inputs: &inputs,
             total,
+            zones: self.zones.as_ref().map(|(z, note)| ZonesJson {
+                note,
+                rows: z.rows(),
+            }),
         })
         .expect("plain data serialises")
     }
@@ -261,20 +281,30 @@ impl StatsReport {
             ));
         }
         out.push_str(&format!("({})\n", total.crs));
+        if let Some((z, note)) = &self.zones {
+            let zones: std::collections::BTreeSet<String> =
+                z.rows().into_iter().map(|r| r.zone).collect();
+            out.push_str(&format!("{} zones with pixels ({note})\n", zones.len()));
+        }
         out
     }
 
     /// The report as CSV: one row per input and class (nodata last, as class index 255), then
-    /// the totals under input `total`; empty cells where areas are unknown.
+    /// the totals under input `total`; empty cells where areas are unknown. With zones, a last
+    /// column `zone`, empty on those rows, and one row per zone and class under input `zones`
+    /// (zones no pixel fell in left out).
     pub fn to_csv(&self) -> String {
         let (inputs, total) = self.sections();
-        let mut out =
-            String::from("input,class_index,class,pixels,area_m2,area_ha,mean_probability,crs\n");
+        let zone_col = if self.zones.is_some() { "," } else { "" };
+        let mut out = format!(
+            "input,class_index,class,pixels,area_m2,area_ha,mean_probability,crs{}\n",
+            if self.zones.is_some() { ",zone" } else { "" }
+        );
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
         for s in inputs.iter().chain(std::iter::once(&total)) {
             for r in s.classes.iter().chain(std::iter::once(&s.nodata)) {
                 out.push_str(&format!(
-                    "{},{},{},{},{},{},{},{}\n",
+                    "{},{},{},{},{},{},{},{}{zone_col}\n",
                     csv_field(&s.input),
                     r.class_index,
                     csv_field(&r.class),
@@ -283,6 +313,21 @@ impl StatsReport {
                     opt(r.area_ha),
                     opt(r.mean_probability),
                     csv_field(&s.crs),
+                ));
+            }
+        }
+        if let Some((z, _)) = &self.zones {
+            for r in z.rows() {
+                out.push_str(&format!(
+                    "zones,{},{},{},{},{},{},{},{}\n",
+                    r.class_index,
+                    csv_field(&r.class),
+                    r.pixels,
+                    opt(r.area_m2),
+                    opt(r.area_ha),
+                    opt(r.mean_probability),
+                    csv_field(&total.crs),
+                    csv_field(&r.zone),
                 ));
             }
         }

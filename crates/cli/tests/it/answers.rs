@@ -2,7 +2,7 @@
 //! `--vector` agree with the class map and probabilities written by the same run, computed
 //! again here from those rasters; the streamed and in-memory paths give the same answers.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 use tiles::{GeoRef, Raster, RasterData};
@@ -45,19 +45,6 @@ fn rasters(dir: &Path, stem: &str) -> (Vec<u8>, Vec<f32>) {
         panic!("unexpected sample types");
     };
     (c, p)
-}
-
-/// The tiny fixture with a sharper 3-class head (fixed pseudo-random weights, no bias), so
-/// that its class map has regions of every class rather than one class everywhere.
-fn varied_model(dir: &Path) -> PathBuf {
-    let mut state = 0x2545_f491_u32;
-    let weight = (0..3 * classifier_width())
-        .map(|_| {
-            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (state >> 8) as f32 / (1u32 << 24) as f32 * 8.0 - 4.0
-        })
-        .collect();
-    fixture_with_head(dir, "varied", weight, vec![0.0; 3])
 }
 
 fn predict(scene: &Path, out: &Path, extra: &[&str]) {

@@ -28,6 +28,27 @@ pub fn ok(args: &[&str]) -> String {
     stdout.into_owned()
 }
 
+/// Runs segfit, asserts a clean failure (exit 1, one `error:` line, no panic), returns stderr.
+pub fn fails(args: &[&str]) -> String {
+    let out = segfit(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "segfit {args:?} should fail cleanly; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: ") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "one line expected:\n{stderr}"
+    );
+    stderr
+}
+
 /// Runs `segfit predict --model <model> --input <input> --output <output> <extra…>` and
 /// asserts success; returns stdout.
 pub fn predict_ok(model: &Path, input: &Path, output: &Path, extra: &[&str]) -> String {
@@ -142,6 +163,19 @@ pub fn fixture_with_head(dir: &Path, name: &str, weight: Vec<f32>, bias: Vec<f32
     dst
 }
 
+/// The tiny fixture with a sharper 3-class head (fixed pseudo-random weights, no bias), so
+/// that its class map has regions of every class rather than one class everywhere.
+pub fn varied_model(dir: &Path) -> PathBuf {
+    let mut state = 0x2545_f491_u32;
+    let weight = (0..3 * classifier_width())
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 24) as f32 * 8.0 - 4.0
+        })
+        .collect();
+    fixture_with_head(dir, "varied", weight, vec![0.0; 3])
+}
+
 /// The input width of the tiny fixture's classifier (its decoder hidden size).
 pub fn classifier_width() -> usize {
     let bytes = std::fs::read(fixture().join("model.safetensors")).unwrap();
@@ -195,4 +229,28 @@ pub fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
     bytes.extend_from_slice(header.as_bytes());
     bytes.extend(data.iter().flat_map(|v| v.to_le_bytes()));
     std::fs::write(path, bytes).unwrap();
+}
+
+/// A TIFF's bytes with each palette image (`PhotometricInterpretation` 3, which the `tiff`
+/// crate refuses to decode) shown as MinIsBlack, so the `tiff` crate reads the class map's
+/// indices; the colour table itself is checked where it matters (`gis.rs`).
+pub fn palette_as_grey(path: &Path) -> std::io::Cursor<Vec<u8>> {
+    let mut bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..4], b"II*\0", "a little-endian classic TIFF");
+    let u = |b: &[u8], at: usize, n: usize| {
+        (0..n)
+            .rev()
+            .fold(0usize, |v, i| v << 8 | b[at + i] as usize)
+    };
+    let mut ifd = u(&bytes, 4, 4);
+    while ifd != 0 {
+        let n = u(&bytes, ifd, 2);
+        for e in (0..n).map(|i| ifd + 2 + 12 * i) {
+            if u(&bytes, e, 2) == 262 && u(&bytes, e + 8, 2) == 3 {
+                bytes[e + 8] = 1;
+            }
+        }
+        ifd = u(&bytes, ifd + 2 + 12 * n, 4);
+    }
+    std::io::Cursor::new(bytes)
 }

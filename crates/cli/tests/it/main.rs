@@ -3,7 +3,10 @@
 
 mod answers;
 mod common;
+mod faults;
+mod gis;
 mod hostile;
+mod labels;
 mod nodata;
 mod plan_json;
 mod preprocessing;
@@ -12,3 +15,4 @@ mod streaming;
 mod tta;
 mod wgpu;
 mod workflow;
+mod zones;

@@ -3,7 +3,6 @@
 //! nodata, which may be a class) in its `GDAL_NODATA`; probabilities are NaN there. `--nodata`
 //! overrides the files' tags in `predict` and `prepare`.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tiff::decoder::{Decoder, DecodingResult};
@@ -53,7 +52,7 @@ fn utm(nodata: Option<f64>) -> GeoRef {
 
 /// A TIFF's `GDAL_NODATA` string and its pixels, read with the `tiff` crate directly.
 fn read_tiff(path: &Path) -> (Option<String>, DecodingResult) {
-    let mut dec = Decoder::new(File::open(path).unwrap()).unwrap();
+    let mut dec = Decoder::new(palette_as_grey(path)).unwrap();
     let tag = dec
         .find_tag(Tag::Unknown(42113))
         .unwrap()

@@ -2,7 +2,6 @@
 //! streams window row by window row into tiled, Deflate-compressed GeoTIFFs with internal
 //! overviews, and gives exactly the class map (and probabilities) of the in-memory path.
 
-use std::fs::File;
 use std::path::Path;
 
 use tiff::decoder::{Decoder, DecodingResult};
@@ -49,7 +48,7 @@ struct Ifd {
 
 /// Every IFD of a TIFF, read with the `tiff` crate directly.
 fn ifds(path: &Path) -> Vec<Ifd> {
-    let mut dec = Decoder::new(File::open(path).unwrap()).unwrap();
+    let mut dec = Decoder::new(palette_as_grey(path)).unwrap();
     let mut out = Vec::new();
     loop {
         let (width, height) = dec.dimensions().unwrap();

@@ -8,27 +8,6 @@ use tiles::{GeoRef, Raster, RasterData};
 
 use crate::common::*;
 
-/// Runs segfit, asserts a clean failure (exit 1, one `error:` line, no panic), returns stderr.
-fn fails(args: &[&str]) -> String {
-    let out = segfit(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "segfit {args:?} should fail cleanly; stderr:\n{stderr}"
-    );
-    assert!(
-        stderr.starts_with("error: ") && !stderr.contains("panicked"),
-        "{stderr}"
-    );
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "one line expected:\n{stderr}"
-    );
-    stderr
-}
-
 /// Runs segfit with stdout a pipe whose reading end is already closed (what `segfit … | head`
 /// leaves once head has read its lines); asserts a quiet success.
 fn into_closed_pipe(args: &[&str]) {

@@ -2,8 +2,10 @@
 
 mod burn_dataset;
 mod cog;
+mod cog_layout;
 mod common;
 mod folder;
+mod fuzz_images;
 mod hf_reference;
 mod labels;
 mod masks;

@@ -119,6 +119,8 @@ impl<B: AutodiffBackend> Group<B> {
 /// Running figures of the current epoch.
 struct EpochTally {
     started: Instant,
+    /// When the previous optimizer step ended (the epoch's start before the first).
+    last_step: Instant,
     images: usize,
     /// Sum and count of the losses of applied steps.
     loss: (f64, usize),
@@ -126,8 +128,10 @@ struct EpochTally {
 
 impl EpochTally {
     fn new() -> Self {
+        let now = Instant::now();
         Self {
-            started: Instant::now(),
+            started: now,
+            last_step: now,
             images: 0,
             loss: (0.0, 0),
         }
@@ -323,13 +327,18 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 }
             }
         }
-        let elapsed = self.tally.started.elapsed().as_secs_f64().max(1e-9);
-        self.reporter.step(&StepRecord {
+        let now = Instant::now();
+        let elapsed = (now - self.tally.started).as_secs_f64().max(1e-9);
+        let step_seconds = (now - self.tally.last_step).as_secs_f64();
+        self.tally.last_step = now;
+        self.reporter.step(StepRecord {
             epoch: self.state.epoch,
             step,
             loss: self.group.loss,
             lr,
             images_per_s: self.tally.images as f64 / elapsed,
+            step_seconds,
+            host_rss_mib: None,
         });
         self.group.loss = 0.0;
         self.group.finite = true;
@@ -381,7 +390,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             seconds: self.tally.started.elapsed().as_secs_f64(),
         })?;
         self.reporter
-            .overlays(&inner, &self.data.val, t.overlay_samples)?;
+            .overlays(&inner, &self.data.val, t.overlay_samples, self.state.step)?;
         self.save(&self.run.last())?;
         if improved {
             crate::checkpoint::copy_checkpoint(&self.run.last(), &self.run.best())?;
@@ -390,8 +399,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         Ok(())
     }
 
-    /// Writes model, optimizer and loop state to the checkpoint directory `dir`.
-    fn save(&self, dir: &Path) -> Result<(), TrainError> {
+    /// Writes model, optimizer and loop state to the checkpoint directory `dir`, and the
+    /// TensorBoard events logged so far (a resume from this checkpoint keeps them).
+    fn save(&mut self, dir: &Path) -> Result<(), TrainError> {
+        self.reporter.flush();
         save_checkpoint(dir, self.model(), &self.optim, &self.state)
     }
 

@@ -13,6 +13,7 @@ mod numerics;
 mod presets;
 mod recipes;
 mod steps;
+mod tensorboard;
 mod texture;
 mod training;
 mod wgpu;

@@ -13,7 +13,8 @@ use crate::common::{alone, test_name};
 
 type B = Autodiff<Flex>;
 
-fn dataset(dir: &Path, count: usize, size: usize) -> PathBuf {
+/// A synthetic dataset of `count` `size`² tiles under `dir/data` (made once per `dir`).
+pub(crate) fn dataset(dir: &Path, count: usize, size: usize) -> PathBuf {
     let root = dir.join("data");
     if !root.join("dataset.json").exists() {
         let opts = tiles::SyntheticOptions {
@@ -28,7 +29,9 @@ fn dataset(dir: &Path, count: usize, size: usize) -> PathBuf {
     root
 }
 
-fn config(root: &Path, extra: &[&str]) -> TrainConfig {
+/// A small mit-tiny run on `root` at 64², with two parameter groups (head ×10) and `extra`
+/// overrides.
+pub(crate) fn config(root: &Path, extra: &[&str]) -> TrainConfig {
     let text = format!(
         "[model]\npreset = \"mit-tiny\"\n[data]\nroot = {:?}\nsize = [64, 64]\n[optimizer]\nlr = 2e-3\nhead_lr_mult = 10.0\n\
          [train]\nprogress = false\nworkers = 2\nbatch_size = 4\nseed = 11\n",
