@@ -157,11 +157,11 @@ impl AnswerSpec {
         self.stats.as_ref().map(|_| StatsReport::new())
     }
 
-    /// Starts the answers of one `width × height` input (`geo` its georeferencing), writing
-    /// `<out_dir>/<stem>.geojson` with `--vector`.
+    /// Starts the answers of one `width × height` input (`label` names it, `geo` is its
+    /// georeferencing), writing `<out_dir>/<stem>.geojson` with `--vector`.
     pub fn start(
         &self,
-        file: &Path,
+        label: &str,
         geo: Option<&GeoRef>,
         [height, width]: [usize; 2],
         out_dir: &Path,
@@ -172,7 +172,7 @@ impl AnswerSpec {
             None
         } else {
             let grid = Grid::new(geo, width, height)
-                .with_context(|| format!("reading the georeferencing of {}", file.display()))?;
+                .with_context(|| format!("reading the georeferencing of {label}"))?;
             Some(grid)
         };
         let vector = match (&self.vector, &grid) {
@@ -183,10 +183,7 @@ impl AnswerSpec {
                 let writer =
                     GeoJsonWriter::new(BufWriter::new(out), grid, &self.names, &spec.options)
                         .with_context(|| {
-                            format!(
-                                "{}: cannot write its polygons in the requested CRS",
-                                file.display()
-                            )
+                            format!("{label}: cannot write its polygons in the requested CRS")
                         })?;
                 let polygons = Polygonizer::new(width, height, spec.selected.clone());
                 Some(VectorSink {
@@ -198,7 +195,7 @@ impl AnswerSpec {
             _ => None,
         };
         let zones = match &self.zones {
-            Some(z) => Some(z.borrow_mut().start(file, geo, [height, width])?),
+            Some(z) => Some(z.borrow_mut().start(label, geo, [height, width])?),
             None => None,
         };
         Ok(SceneAnswers {
@@ -213,6 +210,25 @@ impl AnswerSpec {
             row: 0,
             outlines: None,
         })
+    }
+
+    /// Whether `--zones` asks for per-zone statistics.
+    pub fn has_zones(&self) -> bool {
+        self.zones.is_some()
+    }
+
+    /// A scene predicted elsewhere (another shard, an earlier run), placed for the overlap
+    /// rule of `--zones` ([`ZoneSource::skip`]).
+    pub fn skip_scene(
+        &self,
+        label: &str,
+        geo: Option<&GeoRef>,
+        size: [usize; 2],
+    ) -> Result<()> {
+        match &self.zones {
+            Some(z) => z.borrow_mut().skip(label, geo, size),
+            None => Ok(()),
+        }
     }
 
     /// Warnings about the zone layer, once every input is in.
