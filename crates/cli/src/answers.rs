@@ -219,12 +219,7 @@ impl AnswerSpec {
 
     /// A scene predicted elsewhere (another shard, an earlier run), placed for the overlap
     /// rule of `--zones` ([`ZoneSource::skip`]).
-    pub fn skip_scene(
-        &self,
-        label: &str,
-        geo: Option<&GeoRef>,
-        size: [usize; 2],
-    ) -> Result<()> {
+    pub fn skip_scene(&self, label: &str, geo: Option<&GeoRef>, size: [usize; 2]) -> Result<()> {
         match &self.zones {
             Some(z) => z.borrow_mut().skip(label, geo, size),
             None => Ok(()),

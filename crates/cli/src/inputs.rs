@@ -174,7 +174,11 @@ pub fn read_manifest(manifest: &str, remote: &Remote) -> Result<Vec<Scene>> {
         } else {
             base.join(line).to_string_lossy().into_owned()
         };
-        let listed = list_scenes(&entry, &format!("--inputs {manifest} line {}:", i + 1), remote)?;
+        let listed = list_scenes(
+            &entry,
+            &format!("--inputs {manifest} line {}:", i + 1),
+            remote,
+        )?;
         scenes.extend(listed);
     }
     ensure!(
@@ -216,9 +220,7 @@ impl FromStr for Shard {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let usage = "expected I/N with 0 <= I < N, e.g. 0/4 (the index counts from 0)";
-        let (i, n) = s
-            .split_once('/')
-            .ok_or_else(|| format!("`{s}`: {usage}"))?;
+        let (i, n) = s.split_once('/').ok_or_else(|| format!("`{s}`: {usage}"))?;
         let (Ok(index), Ok(count)) = (i.trim().parse::<usize>(), n.trim().parse::<usize>()) else {
             return Err(format!("`{s}`: {usage}"));
         };

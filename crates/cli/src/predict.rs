@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
+use augment::SegformerProcessor;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use clap::Args;
-use augment::SegformerProcessor;
 use segformer::Segformer;
 use tiles::{GeoRef, Mask, Raster, RasterData, Remote, RemoteOptions, StackOptions};
 
@@ -56,7 +56,12 @@ pub struct PredictArgs {
     pub shard: Option<Shard>,
     /// With STAC inputs: the assets that are the model's bands, in its band order, by asset
     /// key or eo:bands common name (e.g. red,green,blue,nir).
-    #[arg(long, value_name = "A,B,…", value_delimiter = ',', conflicts_with = "pixel_values")]
+    #[arg(
+        long,
+        value_name = "A,B,…",
+        value_delimiter = ',',
+        conflicts_with = "pixel_values"
+    )]
     pub assets: Vec<String>,
     /// With --assets: resample the other assets onto this asset's grid (nearest neighbour,
     /// as GDAL's `-r near`) when they lie on different grids (10 m and 20 m bands).
@@ -193,9 +198,7 @@ fn predict_on<B: Backend>(
         .collect();
     let n_mine = mine.iter().filter(|&&m| m).count();
     if args.logits.is_some() && n_mine > 1 {
-        bail!(
-            "--logits writes one array: give a single --input image, not {n_mine} scenes"
-        );
+        bail!("--logits writes one array: give a single --input image, not {n_mine} scenes");
     }
     let resumable = args.inputs.is_some() || args.shard.is_some();
     if let Some(shard) = args.shard {
@@ -220,7 +223,9 @@ fn predict_on<B: Backend>(
     let progress = Progress::new("rows");
     let mut i = 0;
     for (k, scene) in scenes.iter().enumerate() {
-        let done = resumable.then(|| resume::finished(&args.output, &scene.name)).flatten();
+        let done = resumable
+            .then(|| resume::finished(&args.output, &scene.name))
+            .flatten();
         if mine[k] {
             i += 1;
         }
@@ -250,7 +255,8 @@ fn predict_on<B: Backend>(
             answers: &answers,
             progress: &progress,
         };
-        let (written, finished, outputs) = predict_one(args, &model, &job, &stack, &remote, device)?;
+        let (written, finished, outputs) =
+            predict_one(args, &model, &job, &stack, &remote, device)?;
         let mut line = format!("[{i}/{n_mine}] {} -> {}", scene.label, written.display());
         if let Some((path, n)) = &finished.geojson {
             line += &format!(", {} ({n} polygons)", path.display());

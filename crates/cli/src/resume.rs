@@ -63,7 +63,8 @@ pub fn mark_done(out: &Path, name: &str, label: &str, outputs: &[PathBuf]) -> Re
     };
     let path = marker_path(out, name);
     let text = serde_json::to_string_pretty(&marker).expect("plain data serialises") + "\n";
-    fsio::write_atomic(&path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+    fsio::write_atomic(&path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]
@@ -78,9 +79,18 @@ mod tests {
         std::fs::write(out.join("a.tif"), "x").unwrap();
         std::fs::write(out.join("a.qml"), "x").unwrap();
         std::fs::write(out.join("a.stats.json"), "{}").unwrap();
-        mark_done(out, "a", "s/a.tif", &[out.join("a.tif"), out.join("a.stats.json")]).unwrap();
+        mark_done(
+            out,
+            "a",
+            "s/a.tif",
+            &[out.join("a.tif"), out.join("a.stats.json")],
+        )
+        .unwrap();
         let text = std::fs::read_to_string(marker_path(out, "a")).unwrap();
-        assert!(text.contains("\"a.qml\"") && !text.contains("aux.xml"), "{text}");
+        assert!(
+            text.contains("\"a.qml\"") && !text.contains("aux.xml"),
+            "{text}"
+        );
         assert_eq!(finished(out, "a"), Some(marker_path(out, "a")));
         std::fs::remove_file(out.join("a.stats.json")).unwrap();
         assert_eq!(finished(out, "a"), None);

@@ -85,9 +85,7 @@ pub fn predict_scene<B: Backend>(
         reader
             .borrow_mut()
             .read_window(x0, y0, rw, rh)
-            .with_context(|| {
-                format!("reading the {rw}x{rh} window at ({x0}, {y0}) of {label}")
-            })
+            .with_context(|| format!("reading the {rw}x{rh} window at ({x0}, {y0}) of {label}"))
     };
     predict_streaming(
         model,
@@ -150,8 +148,8 @@ mod tests {
         };
         let windows = Windows::new([64, 64], Some(16), 3).unwrap();
         let remote = tiles::Remote::new(Default::default());
-        let scene = &crate::inputs::list_scenes(file.to_str().unwrap(), "--input", &remote)
-            .unwrap()[0];
+        let scene =
+            &crate::inputs::list_scenes(file.to_str().unwrap(), "--input", &remote).unwrap()[0];
         let job = SceneJob {
             scene,
             out_dir: dir.path(),

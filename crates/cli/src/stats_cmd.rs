@@ -138,11 +138,7 @@ fn describe(list: &[(u32, &str)]) -> String {
 /// Merges `reports` (each read from its path): every input of every report, summed.
 fn merge(reports: &[(PathBuf, Report)]) -> Result<Report> {
     let (first_path, first) = reports.first().context("no reports to merge")?;
-    let reference = first
-        .inputs
-        .first()
-        .unwrap_or(&first.total)
-        .clone();
+    let reference = first.inputs.first().unwrap_or(&first.total).clone();
     let classes = class_list(&reference);
     let has_area = !is_pixels_only(&reference.crs);
     let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
@@ -456,11 +452,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("b.json") && err.contains("water"), "{err}");
-        let px = report(section("c.tif", "pixels only: c.tif has no georeferencing", [1, 1], [0.5, 0.5]));
+        let px = report(section(
+            "c.tif",
+            "pixels only: c.tif has no georeferencing",
+            [1, 1],
+            [0.5, 0.5],
+        ));
         let err = merge(&[("a.json".into(), a()), ("c.json".into(), px)])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("c.json") && err.contains("pixels only"), "{err}");
+        assert!(
+            err.contains("c.json") && err.contains("pixels only"),
+            "{err}"
+        );
         let err = merge(&[("a.json".into(), a()), ("again.json".into(), a())])
             .unwrap_err()
             .to_string();

@@ -48,7 +48,9 @@ fn planes(w: usize, h: usize, bands: usize, seed: usize) -> Vec<Vec<u8>> {
 /// The planes interleaved into one raster.
 fn raster(w: usize, h: usize, planes: &[Vec<u8>]) -> Raster {
     let bands = planes.len();
-    let data = (0..w * h * bands).map(|s| planes[s % bands][s / bands]).collect();
+    let data = (0..w * h * bands)
+        .map(|s| planes[s % bands][s / bands])
+        .collect();
     Raster::new(w, h, bands, RasterData::U8(data)).unwrap()
 }
 
@@ -63,7 +65,11 @@ fn write_tiled(path: &Path, image: &Raster, geo: &GeoRef) {
 
 /// A 3-band scene `w × h` at `x0`, written tiled to `path`.
 fn write_scene(path: &Path, w: usize, h: usize, seed: usize, x0: f64) {
-    write_tiled(path, &raster(w, h, &planes(w, h, 3, seed)), &utm_geo(x0, 10.0));
+    write_tiled(
+        path,
+        &raster(w, h, &planes(w, h, 3, seed)),
+        &utm_geo(x0, 10.0),
+    );
 }
 
 /// The files of `dir` and their bytes.
@@ -119,8 +125,16 @@ fn a_tiled_geotiff_by_url_predicts_the_map_of_the_local_file_even_through_faults
     let extra = ["--probabilities", "u8", "--vector", "--stats"];
     let stats = |dir: &Path| dir.join("all.json").to_string_lossy().into_owned();
     let (sa, sb) = (stats(&by_path), stats(&by_url));
-    run_ok(&predict_args(&model, &by_path, &[&["--input", s(&local)][..], &extra, &[&sa]].concat()));
-    run_ok(&predict_args(&model, &by_url, &[&["--input", &url][..], &extra, &[&sb]].concat()));
+    run_ok(&predict_args(
+        &model,
+        &by_path,
+        &[&["--input", s(&local)][..], &extra, &[&sa]].concat(),
+    ));
+    run_ok(&predict_args(
+        &model,
+        &by_url,
+        &[&["--input", &url][..], &extra, &[&sb]].concat(),
+    ));
 
     // Range requests, not one download: every GET asked for a range.
     let log = server.requests();
@@ -142,7 +156,10 @@ fn a_tiled_geotiff_by_url_predicts_the_map_of_the_local_file_even_through_faults
         "scene.tif.aux.xml",
     ] {
         assert!(a.contains_key(name), "{name} not among {:?}", a.keys());
-        assert!(a[name] == b[name], "{name} differs between the local and the URL read");
+        assert!(
+            a[name] == b[name],
+            "{name} differs between the local and the URL read"
+        );
     }
     let totals = |p: &Path| -> Value {
         let v: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
@@ -174,7 +191,8 @@ fn a_missing_url_is_one_error_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let server = RangeServer::start();
     let url = server.url("cogs/missing.tif");
-    let base = predict_args(&fixture(), tmp.path(), &["--input", &url]);
+    let model = fixture();
+    let base = predict_args(&model, tmp.path(), &["--input", &url]);
     let err = fails(&base);
     assert!(err.contains(&url), "{err}");
 }
@@ -260,22 +278,27 @@ fn shards_cover_a_manifest_exactly_once_and_reruns_redo_only_unfinished_scenes()
     let (a, b) = (contents(&one), contents(&sharded));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (name, bytes) in &a {
-        assert!(b[name] == *bytes, "{name} differs between one run and 3 shards");
+        assert!(
+            b[name] == *bytes,
+            "{name} differs between one run and 3 shards"
+        );
     }
     for name in &m.names {
         for file in ["tif", "geojson", "stats.json", "done.json"] {
             assert!(a.contains_key(&format!("{name}.{file}")), "{name}.{file}");
         }
     }
-    let marker: Value =
-        serde_json::from_slice(&a["u3.done.json"]).expect("a marker is JSON");
+    let marker: Value = serde_json::from_slice(&a["u3.done.json"]).expect("a marker is JSON");
     let listed: Vec<&str> = marker["outputs"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    assert!(listed.contains(&"u3.tif") && listed.contains(&"u3.stats.json"), "{listed:?}");
+    assert!(
+        listed.contains(&"u3.tif") && listed.contains(&"u3.stats.json"),
+        "{listed:?}"
+    );
 
     // A rerun: `u3` lost its marker (killed after its outputs, before the marker), `s1` lost
     // its class map (killed half-way through an earlier redo). Only those two are predicted
@@ -304,7 +327,9 @@ fn shards_cover_a_manifest_exactly_once_and_reruns_redo_only_unfinished_scenes()
     assert_eq!(skipped.len(), 3, "{stderr}");
     for name in ["s0", "s2", "u4"] {
         assert!(
-            skipped.iter().any(|l| l.contains(&format!("{name}.done.json"))),
+            skipped
+                .iter()
+                .any(|l| l.contains(&format!("{name}.done.json"))),
             "{name} not skipped: {stderr}"
         );
     }
@@ -315,7 +340,10 @@ fn shards_cover_a_manifest_exactly_once_and_reruns_redo_only_unfinished_scenes()
     assert_eq!(redone.len(), 2, "{stderr}");
     // Only u3's object was fetched.
     let log = m.server.requests();
-    assert!(!log.is_empty() && log.iter().all(|r| r.path == "/cogs/u3.tif"), "{log:?}");
+    assert!(
+        !log.is_empty() && log.iter().all(|r| r.path == "/cogs/u3.tif"),
+        "{log:?}"
+    );
     let after = mtimes(&sharded);
     for (name, time) in &before {
         if !name.starts_with("u3") && !name.starts_with("s1") {
@@ -323,7 +351,10 @@ fn shards_cover_a_manifest_exactly_once_and_reruns_redo_only_unfinished_scenes()
         }
     }
     let again = contents(&sharded);
-    assert_eq!(again.keys().collect::<Vec<_>>(), a.keys().collect::<Vec<_>>());
+    assert_eq!(
+        again.keys().collect::<Vec<_>>(),
+        a.keys().collect::<Vec<_>>()
+    );
     for (name, bytes) in &a {
         assert!(again[name] == *bytes, "{name} differs after the rerun");
     }
@@ -332,7 +363,12 @@ fn shards_cover_a_manifest_exactly_once_and_reruns_redo_only_unfinished_scenes()
     let reports: Vec<String> = m
         .names
         .iter()
-        .map(|n| sharded.join(format!("{n}.stats.json")).to_string_lossy().into_owned())
+        .map(|n| {
+            sharded
+                .join(format!("{n}.stats.json"))
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     let merged = t.join("merged.json");
     let mut args = vec!["stats", "merge"];
@@ -353,7 +389,11 @@ fn shards_cover_a_manifest_exactly_once_and_reruns_redo_only_unfinished_scenes()
     args.extend(reports.iter().map(String::as_str));
     args.extend(["--output", s(&csv)]);
     ok(&args);
-    assert!(std::fs::read_to_string(&csv).unwrap().starts_with("input,class_index,class,pixels"));
+    assert!(
+        std::fs::read_to_string(&csv)
+            .unwrap()
+            .starts_with("input,class_index,class,pixels")
+    );
     let err = fails(&["stats", "merge", &reports[0], &reports[1], &reports[0]]);
     assert!(err.contains("twice"), "{err}");
     assert!(m.dir.join("s0.tif").is_file());
@@ -374,7 +414,9 @@ fn assert_same_totals(merged: &Value, whole: &Value) {
         assert_eq!(a["class"], b["class"]);
         assert_eq!(a["pixels"], b["pixels"], "{a} vs {b}");
         let close = |k: &str, tol: f64| match (a[k].as_f64(), b[k].as_f64()) {
-            (Some(x), Some(y)) => assert!((x - y).abs() <= tol * y.abs().max(1.0), "{k}: {a} vs {b}"),
+            (Some(x), Some(y)) => {
+                assert!((x - y).abs() <= tol * y.abs().max(1.0), "{k}: {a} vs {b}")
+            }
             (x, y) => assert_eq!(x, y, "{k}: {a} vs {b}"),
         };
         close("area_m2", 1e-9);
@@ -398,7 +440,9 @@ fn a_stac_item_served_over_http_predicts_the_map_of_the_stacked_geotiff() {
     for (b, key) in ["B04", "B03", "B02"].iter().enumerate() {
         let path = t.join(format!("{key}.tif"));
         write_tiled(&path, &raster(w, h, &bands[b..b + 1]), &geo);
-        server.serve_file(&format!("stac/T48PXS/{key}.tif"), path).unwrap();
+        server
+            .serve_file(&format!("stac/T48PXS/{key}.tif"), path)
+            .unwrap();
     }
     let asset = |key: &str, common: &str| {
         json!({"href": format!("{key}.tif"), "type": "image/tiff; application=geotiff",
@@ -416,20 +460,38 @@ fn a_stac_item_served_over_http_predicts_the_map_of_the_stacked_geotiff() {
     let (local, remote) = (t.join("local"), t.join("stac"));
     run_ok(&predict_args(&model, &local, &["--input", s(&stacked)]));
     // Assets by common name (red, green) and by key (B02).
-    run_ok(&predict_args(&model, &remote, &["--input", &url, "--assets", "red,green,B02"]));
+    run_ok(&predict_args(
+        &model,
+        &remote,
+        &["--input", &url, "--assets", "red,green,B02"],
+    ));
     let (want, got) = (
         class_map(&local.join("T48PXS.tif")),
         class_map(&remote.join("T48PXS.tif")),
     );
     assert_eq!(got.1, want.1, "georeferencing");
-    assert!(got.0 == want.0, "the STAC stack's class map differs from the stacked file's");
+    assert!(
+        got.0 == want.0,
+        "the STAC stack's class map differs from the stacked file's"
+    );
 
     // The model takes 3 bands: 2 assets are refused naming them; no --assets names the flag.
-    let err = fails(&predict_args(&model, &t.join("x"), &["--input", &url, "--assets", "red,green"]));
-    assert!(err.contains("red,green") && err.contains("3 bands"), "{err}");
+    let err = fails(&predict_args(
+        &model,
+        &t.join("x"),
+        &["--input", &url, "--assets", "red,green"],
+    ));
+    assert!(
+        err.contains("red,green") && err.contains("3 bands"),
+        "{err}"
+    );
     let err = fails(&predict_args(&model, &t.join("x"), &["--input", &url]));
     assert!(err.contains("--assets"), "{err}");
-    let err = fails(&predict_args(&model, &t.join("x"), &["--input", &url, "--assets", "red,green,swir"]));
+    let err = fails(&predict_args(
+        &model,
+        &t.join("x"),
+        &["--input", &url, "--assets", "red,green,swir"],
+    ));
     assert!(err.contains("swir"), "{err}");
 }
 
@@ -448,32 +510,54 @@ fn a_coarser_asset_is_refused_unless_resampled_onto_the_named_grid() {
         .collect();
     let stacked = t.join("item.tif");
     let reference = [fine[0].clone(), fine[1].clone(), upsampled];
-    write_tiled(&stacked, &raster(w, h, &reference), &utm_geo(500_000.0, 10.0));
+    write_tiled(
+        &stacked,
+        &raster(w, h, &reference),
+        &utm_geo(500_000.0, 10.0),
+    );
     let server = RangeServer::start();
     let files = [
         ("B04", raster(w, h, &fine[0..1]), utm_geo(500_000.0, 10.0)),
         ("B03", raster(w, h, &fine[1..2]), utm_geo(500_000.0, 10.0)),
-        ("B11", raster(w / 2, h / 2, std::slice::from_ref(coarse)), utm_geo(500_000.0, 20.0)),
+        (
+            "B11",
+            raster(w / 2, h / 2, std::slice::from_ref(coarse)),
+            utm_geo(500_000.0, 20.0),
+        ),
     ];
     let mut assets = serde_json::Map::new();
     for (key, image, geo) in &files {
         let path = t.join(format!("{key}.tif"));
         write_tiled(&path, image, geo);
         server.serve_file(&format!("{key}.tif"), path).unwrap();
-        assets.insert(key.to_string(), json!({"href": server.url(&format!("{key}.tif"))}));
+        assets.insert(
+            key.to_string(),
+            json!({"href": server.url(&format!("{key}.tif"))}),
+        );
     }
     let item = t.join("item.json");
     let json = json!({"type": "Feature", "id": "item", "properties": {}, "assets": assets});
     std::fs::write(&item, json.to_string()).unwrap();
 
-    let err = fails(&predict_args(&model, &t.join("x"), &["--input", s(&item), "--assets", "B04,B03,B11"]));
+    let err = fails(&predict_args(
+        &model,
+        &t.join("x"),
+        &["--input", s(&item), "--assets", "B04,B03,B11"],
+    ));
     assert!(err.contains("B11") && err.contains("B04"), "{err}");
     let (local, remote) = (t.join("local"), t.join("stac"));
     run_ok(&predict_args(&model, &local, &["--input", s(&stacked)]));
     run_ok(&predict_args(
         &model,
         &remote,
-        &["--input", s(&item), "--assets", "B04,B03,B11", "--resample-to", "B04"],
+        &[
+            "--input",
+            s(&item),
+            "--assets",
+            "B04,B03,B11",
+            "--resample-to",
+            "B04",
+        ],
     ));
     assert!(class_map(&remote.join("item.tif")) == class_map(&local.join("item.tif")));
 }
@@ -488,27 +572,52 @@ fn zone_statistics_of_shards_merge_to_those_of_one_run_counting_overlaps_once() 
     // Two scenes in two UTM zones that overlap by 160 m: the second one's pixels in the
     // overlap count for the first only, also when another task predicts the first.
     let scenes = two_zone_scenes(&dir);
-    let ring: Vec<[f64; 2]> = [(-60.0, -60.0), (1300.0, -60.0), (1300.0, 800.0), (-60.0, 800.0), (-60.0, -60.0)]
-        .iter()
-        .map(|&(u, v)| ll(u, v))
-        .collect();
+    let ring: Vec<[f64; 2]> = [
+        (-60.0, -60.0),
+        (1300.0, -60.0),
+        (1300.0, 800.0),
+        (-60.0, 800.0),
+        (-60.0, -60.0),
+    ]
+    .iter()
+    .map(|&(u, v)| ll(u, v))
+    .collect();
     let zones = t.join("districts.geojson");
     let layer = json!({"type": "FeatureCollection", "features": [
         {"type": "Feature", "properties": {"name": "all"},
          "geometry": {"type": "Polygon", "coordinates": [ring]}}]});
     std::fs::write(&zones, layer.to_string()).unwrap();
     let list = t.join("scenes.txt");
-    let lines: Vec<String> = scenes.iter().map(|s| s.path.display().to_string()).collect();
+    let lines: Vec<String> = scenes
+        .iter()
+        .map(|s| s.path.display().to_string())
+        .collect();
     std::fs::write(&list, lines.join("\n")).unwrap();
     let model = varied_model(t);
-    let common = ["--inputs", s(&list), "--zones", s(&zones), "--zone-field", "name", "--stats"];
+    let common = [
+        "--inputs",
+        s(&list),
+        "--zones",
+        s(&zones),
+        "--zone-field",
+        "name",
+        "--stats",
+    ];
     let whole = t.join("whole.json");
-    run_ok(&predict_args(&model, &t.join("one"), &[&common[..], &[s(&whole)]].concat()));
+    run_ok(&predict_args(
+        &model,
+        &t.join("one"),
+        &[&common[..], &[s(&whole)]].concat(),
+    ));
     let out = t.join("sharded");
     for i in 0..2 {
         let shard = format!("{i}/2");
         let stats = t.join(format!("shard-{i}.json"));
-        run_ok(&predict_args(&model, &out, &[&common[..], &[s(&stats), "--shard", &shard]].concat()));
+        run_ok(&predict_args(
+            &model,
+            &out,
+            &[&common[..], &[s(&stats), "--shard", &shard]].concat(),
+        ));
     }
     let merged = t.join("merged.json");
     ok(&[
@@ -528,8 +637,14 @@ fn zone_statistics_of_shards_merge_to_those_of_one_run_counting_overlaps_once() 
             .iter()
             .map(|r| {
                 (
-                    (r["zone"].as_str().unwrap().to_string(), r["class_index"].as_u64().unwrap()),
-                    (r["pixels"].as_u64().unwrap(), r["area_m2"].as_f64().unwrap()),
+                    (
+                        r["zone"].as_str().unwrap().to_string(),
+                        r["class_index"].as_u64().unwrap(),
+                    ),
+                    (
+                        r["pixels"].as_u64().unwrap(),
+                        r["area_m2"].as_f64().unwrap(),
+                    ),
                 )
             })
             .collect()
@@ -538,9 +653,19 @@ fn zone_statistics_of_shards_merge_to_those_of_one_run_counting_overlaps_once() 
     assert_eq!(mz.keys().collect::<Vec<_>>(), wz.keys().collect::<Vec<_>>());
     let pixels: u64 = wz.values().map(|v| v.0).sum();
     // The overlap was counted once: fewer zone pixels than the two scenes hold.
-    let held: u64 = w["inputs"].as_array().unwrap().iter().map(|s| {
-        s["classes"].as_array().unwrap().iter().map(|r| r["pixels"].as_u64().unwrap()).sum::<u64>()
-    }).sum();
+    let held: u64 = w["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["classes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["pixels"].as_u64().unwrap())
+                .sum::<u64>()
+        })
+        .sum();
     assert!(pixels < held, "{pixels} zone pixels of {held}");
     for (k, (px, area)) in &wz {
         assert_eq!(mz[k].0, *px, "{k:?}");
