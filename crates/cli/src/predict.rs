@@ -482,7 +482,7 @@ fn write_outputs(
         if let Some(format) = args.probabilities {
             let names = job.answers.names();
             let (mut writer, path) =
-                probability_writer(&args.output, &stem, [h, w], None, false, names, format)?;
+                probability_writer(&args.output, stem, [h, w], None, false, names, format)?;
             let rows = probability_rows(logits, k, h * w, holes.as_deref(), format);
             writer
                 .write_rows(&rows)
@@ -599,15 +599,15 @@ fn check_bands(
         scene.label,
         assets.join(",")
     );
-    if let Some(picked) = &processor.band_indices {
-        if let Some(&bad) = picked.iter().find(|&&b| b >= stacked) {
-            bail!(
-                "{given}, but the run's preprocessing picks bands {picked:?} (data.bands, \
-                 0-based), band {bad} among them; give the assets of the training images' \
-                 bands, in their order ({} or more)",
-                picked.iter().max().map_or(0, |m| m + 1)
-            );
-        }
+    if let Some(picked) = &processor.band_indices
+        && let Some(&bad) = picked.iter().find(|&&b| b >= stacked)
+    {
+        bail!(
+            "{given}, but the run's preprocessing picks bands {picked:?} (data.bands, 0-based), \
+             band {bad} among them; give the assets of the training images' bands, in their \
+             order ({} or more)",
+            picked.iter().max().map_or(0, |m| m + 1)
+        );
     }
     let seen = processor.output_bands(stacked);
     ensure!(
@@ -636,4 +636,43 @@ fn write_scene_stats(
     fsio::write_atomic(&path, report.to_json().as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacked_bands_are_checked_against_the_runs_band_selection_and_channels() {
+        let dir = tempfile::tempdir().unwrap();
+        let item = dir.path().join("item.json");
+        let json = r#"{"type": "Feature", "id": "i", "assets": {"red": {"href": "r.tif"}}}"#;
+        std::fs::write(&item, json).unwrap();
+        let remote = Remote::new(Default::default());
+        let scenes = inputs::list_scenes(item.to_str().unwrap(), "--input", &remote).unwrap();
+        let assets: Vec<String> = ["red", "green", "blue"].map(String::from).to_vec();
+        let run = SegformerProcessor {
+            band_indices: Some(vec![3, 0, 1]),
+            ..Default::default()
+        };
+        let err = check_bands(&scenes[0], 3, &run, 3, &assets)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--assets red,green,blue stack 3 band(s)")
+                && err.contains("band 3 among them")
+                && err.contains("4 or more"),
+            "{err}"
+        );
+        assert!(check_bands(&scenes[0], 4, &run, 3, &assets).is_ok());
+        let all = SegformerProcessor::default();
+        let err = check_bands(&scenes[0], 3, &all, 4, &assets)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("takes 4 bands") && err.contains("give 4 assets"),
+            "{err}"
+        );
+        assert!(check_bands(&scenes[0], 4, &all, 4, &assets).is_ok());
+    }
 }
