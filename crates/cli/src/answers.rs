@@ -24,9 +24,10 @@ use crate::zones::{SceneZoneStats, ZoneSource};
 #[derive(Args, Debug, Clone, Default)]
 pub struct AnswerArgs {
     /// Write per-class pixel counts, areas (m², ha) and mean probabilities, per input and in
-    /// total, to FILE (`.json` or `.csv`). Areas come from the geotransform in the input's CRS
-    /// (ellipsoidal per pixel row for geographic CRSs); inputs without georeferencing get
-    /// pixel counts only.
+    /// total, to FILE (`.json` or `.csv`), and each input's alone to `<name>.stats.json` next
+    /// to its outputs (for `segfit stats merge`). Areas come from the geotransform in the
+    /// input's CRS (ellipsoidal per pixel row for geographic CRSs); inputs without
+    /// georeferencing get pixel counts only.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
     /// With --stats, also per zone (a polygon layer: districts, fields; GeoJSON, Shapefile or

@@ -223,14 +223,15 @@ fn predict_on<B: Backend>(
     let progress = Progress::new("rows");
     let mut i = 0;
     for (k, scene) in scenes.iter().enumerate() {
-        let done = resumable
+        // Only this task's scenes: the others' markers are other tasks' business.
+        let done = (resumable && mine[k])
             .then(|| resume::finished(&args.output, &scene.name))
             .flatten();
         if mine[k] {
             i += 1;
         }
         if !mine[k] || done.is_some() {
-            if let Some(marker) = &done.filter(|_| mine[k]) {
+            if let Some(marker) = &done {
                 progress.line(&format!(
                     "[{i}/{n_mine}] {}: done already ({}), skipped",
                     scene.label,
