@@ -676,3 +676,48 @@ fn zone_statistics_of_shards_merge_to_those_of_one_run_counting_overlaps_once() 
         assert!((mz[k].1 - area).abs() <= 1e-9 * area.max(1.0), "{k:?}");
     }
 }
+
+#[test]
+fn scenes_that_would_share_output_names_are_refused_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let model = fixture();
+    let server = RangeServer::start();
+    let (a, b) = (server.url("a/B04.tif"), server.url("b/B04.tif"));
+    let list = t.join("scenes.txt");
+    std::fs::write(&list, format!("{a}\n{b}\n")).unwrap();
+    let err = fails(&predict_args(
+        &model,
+        &t.join("out"),
+        &["--inputs", s(&list)],
+    ));
+    assert!(
+        err.contains(&a) && err.contains(&b) && err.contains("`B04`"),
+        "{err}"
+    );
+    // Two items of one id in a collection; nothing is read or written before the error.
+    let item = |href: &str| {
+        json!({"type": "Feature", "id": "T48PXS", "properties": {},
+               "assets": {"red": {"href": href}}})
+    };
+    let collection = t.join("search.json");
+    let json = json!({"type": "FeatureCollection",
+                      "features": [item("x/r.tif"), item("y/r.tif")]});
+    std::fs::write(&collection, json.to_string()).unwrap();
+    let out = t.join("out2");
+    let args = [
+        "--inputs",
+        s(&collection),
+        "--assets",
+        "red",
+        "--shard",
+        "1/2",
+    ];
+    let err = fails(&predict_args(&model, &out, &args));
+    assert!(
+        err.contains("T48PXS") && err.contains("search.json"),
+        "{err}"
+    );
+    assert!(server.requests().is_empty());
+    assert!(std::fs::read_dir(&out).map_or(true, |mut d| d.next().is_none()));
+}
