@@ -358,6 +358,26 @@ impl SceneAnswers {
     }
 }
 
+/// `<out>/<name>.stats.json`: the scene's statistics alone (and per zone with `--zones`), in
+/// the `--stats` JSON format, for `segfit stats merge` to sum across scenes and shards.
+pub fn write_scene_stats(
+    out: &Path,
+    scene: &crate::inputs::Scene,
+    stats: &vector::ClassStats,
+    grid: &vector::Grid,
+    zones: Option<&vector::ZoneStats>,
+) -> Result<PathBuf> {
+    let mut report = vector::StatsReport::new();
+    report.add(&scene.label, grid, stats.clone());
+    if let Some(z) = zones {
+        report.set_zones(z.clone(), crate::zones::OVERLAP_NOTE);
+    }
+    let path = out.join(format!("{}.stats.json", scene.name));
+    fsio::write_atomic(&path, report.to_json().as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
 /// The probability of each pixel's class (the softmax maximum), NaN on nodata.
 ///
 /// # Shapes

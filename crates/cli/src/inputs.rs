@@ -1,13 +1,16 @@
 //! What `segfit predict` reads: the scenes `--input` or a `--inputs` manifest names (local
 //! images and folders, GeoTIFFs by URL, STAC items), the `--shard` of them this task takes,
-//! and the names their outputs get.
+//! the names their outputs get, and the checks of STAC `--assets` against the model.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, Result, bail, ensure};
-use tiles::{ChunkedReader, Remote, SceneInput, StackOptions, WindowSource, is_tiff, is_url};
+use augment::SegformerProcessor;
+use tiles::{
+    ChunkedReader, GeoRef, Raster, Remote, SceneInput, StackOptions, WindowSource, is_tiff, is_url,
+};
 
 /// One scene to predict.
 pub struct Scene {
@@ -241,6 +244,84 @@ impl Shard {
     }
 }
 
+/// The whole scene in memory, with its georeferencing: a local file decoded whole, or every
+/// window of a URL's or STAC item's scene read as one.
+pub fn read_whole(
+    scene: &Scene,
+    stack: &StackOptions,
+    remote: &Remote,
+) -> Result<(Raster, Option<GeoRef>)> {
+    if let Some(path) = scene.path() {
+        return tiles::read_image(path).with_context(|| format!("reading {}", path.display()));
+    }
+    let mut reader = scene.open(stack, remote)?;
+    let (w, h) = (reader.width(), reader.height());
+    let geo = reader.geo().cloned();
+    let image = reader
+        .read_window(0, 0, w, h)
+        .with_context(|| format!("reading {}", scene.label))?;
+    Ok((image, geo))
+}
+
+/// `--assets` goes with STAC items: each item needs it, and it picks nothing in a GeoTIFF.
+pub fn check_assets(scenes: &[Scene], assets: &[String]) -> Result<()> {
+    if let Some(item) = scenes.iter().find(|s| s.is_stac()) {
+        ensure!(
+            !assets.is_empty(),
+            "{}: a STAC item's bands are its assets; name them in the model's band order with \
+             --assets, by key or eo:bands common name (e.g. --assets red,green,blue,nir)",
+            item.label
+        );
+    } else {
+        ensure!(
+            assets.is_empty(),
+            "--assets {}: picks the assets of STAC items, but no input is one; give a STAC item \
+             or collection (.json), or drop --assets (a run's data.bands picks the bands of \
+             GeoTIFFs)",
+            assets.join(",")
+        );
+    }
+    Ok(())
+}
+
+/// The bands a STAC item's `--assets` stacked against what the model's preprocessing takes:
+/// the bands a run's `data.bands` picks must exist, and the model must see as many bands as
+/// it has channels (a run's preprocessing.json records them). Other scenes are checked where
+/// they are read.
+pub fn check_bands(
+    scene: &Scene,
+    stacked: usize,
+    processor: &SegformerProcessor,
+    channels: usize,
+    assets: &[String],
+) -> Result<()> {
+    if !scene.is_stac() {
+        return Ok(());
+    }
+    let given = format!(
+        "{}: --assets {} stack {stacked} band(s)",
+        scene.label,
+        assets.join(",")
+    );
+    if let Some(picked) = &processor.band_indices
+        && let Some(&bad) = picked.iter().find(|&&b| b >= stacked)
+    {
+        bail!(
+            "{given}, but the run's preprocessing picks bands {picked:?} (data.bands, 0-based), \
+             band {bad} among them; give the assets of the training images' bands, in their \
+             order ({} or more)",
+            picked.iter().max().map_or(0, |m| m + 1)
+        );
+    }
+    let seen = processor.output_bands(stacked);
+    ensure!(
+        seen == channels,
+        "{given}, but the model takes {channels} bands (its preprocessing records {channels}); \
+         give {channels} assets in the training images' band order (e.g. --assets red,green,blue,nir)"
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,5 +359,39 @@ mod tests {
         assert!(err.contains("s/a.tif and") && err.contains("`a`"), "{err}");
         std::fs::write(&manifest, "# nothing\n").unwrap();
         assert!(read_manifest(manifest.to_str().unwrap(), &remote).is_err());
+    }
+
+    #[test]
+    fn stacked_bands_are_checked_against_the_runs_band_selection_and_channels() {
+        let dir = tempfile::tempdir().unwrap();
+        let item = dir.path().join("item.json");
+        let json = r#"{"type": "Feature", "id": "i", "assets": {"red": {"href": "r.tif"}}}"#;
+        std::fs::write(&item, json).unwrap();
+        let remote = Remote::new(Default::default());
+        let scenes = list_scenes(item.to_str().unwrap(), "--input", &remote).unwrap();
+        let assets: Vec<String> = ["red", "green", "blue"].map(String::from).to_vec();
+        let run = SegformerProcessor {
+            band_indices: Some(vec![3, 0, 1]),
+            ..Default::default()
+        };
+        let err = check_bands(&scenes[0], 3, &run, 3, &assets)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--assets red,green,blue stack 3 band(s)")
+                && err.contains("band 3 among them")
+                && err.contains("4 or more"),
+            "{err}"
+        );
+        assert!(check_bands(&scenes[0], 4, &run, 3, &assets).is_ok());
+        let all = SegformerProcessor::default();
+        let err = check_bands(&scenes[0], 3, &all, 4, &assets)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("takes 4 bands") && err.contains("give 4 assets"),
+            "{err}"
+        );
+        assert!(check_bands(&scenes[0], 4, &all, 4, &assets).is_ok());
     }
 }

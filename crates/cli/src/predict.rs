@@ -4,16 +4,15 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
-use augment::SegformerProcessor;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use clap::Args;
 use segformer::Segformer;
 use tiles::{GeoRef, Mask, Raster, RasterData, Remote, RemoteOptions, StackOptions};
 
-use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names};
+use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names, write_scene_stats};
 use crate::device::on_device;
-use crate::inputs::{self, Scene, Shard};
+use crate::inputs::{self, Scene, Shard, check_assets, check_bands, read_whole};
 use crate::model_source::ModelSource;
 use crate::npy;
 use crate::output::{
@@ -185,30 +184,9 @@ fn predict_on<B: Backend>(
         assets: args.assets.clone(),
         resample_to: args.resample_to.clone(),
     };
-    let scenes = match (&args.inputs, &args.input) {
-        (Some(manifest), _) => inputs::read_manifest(manifest, &remote)?,
-        (None, Some(input)) => inputs::list_scenes(input, "--input", &remote)?,
-        (None, None) => bail!("give --input, --inputs or --pixel-values"),
-    };
-    inputs::check_names(&scenes)?;
-    check_assets(&scenes, &args.assets)?;
-    // Scenes are listed in a fixed order, so every task of a job array agrees on the shards.
-    let mine: Vec<bool> = (0..scenes.len())
-        .map(|k| args.shard.is_none_or(|s| s.takes(k)))
-        .collect();
+    let (scenes, mine) = scenes_of(args, &remote)?;
     let n_mine = mine.iter().filter(|&&m| m).count();
-    if args.logits.is_some() && n_mine > 1 {
-        bail!("--logits writes one array: give a single --input image, not {n_mine} scenes");
-    }
     let resumable = args.inputs.is_some() || args.shard.is_some();
-    if let Some(shard) = args.shard {
-        eprintln!(
-            "shard {}/{}: {n_mine} of the {} listed scenes",
-            shard.index,
-            shard.count,
-            scenes.len()
-        );
-    }
     let processor = source.processor(None)?;
     if let Some(nd) = args.nodata {
         check_nodata_room(
@@ -239,6 +217,7 @@ fn predict_on<B: Backend>(
                 ));
             }
             if answers.has_zones() && last_mine.is_some_and(|l| k < l) && scene.streams() {
+                // Its header only, for its footprint.
                 let reader = scene.open(&stack, &remote)?;
                 let size = [reader.height(), reader.width()];
                 answers.skip_scene(&scene.label, reader.geo(), size)?;
@@ -290,6 +269,35 @@ fn predict_on<B: Backend>(
         );
     }
     Ok(())
+}
+
+/// The scenes `--input`/`--inputs` name, checked (output names, `--assets`), and which of them
+/// are this task's (`--shard`). Scenes are listed in a fixed order, so every task of a job
+/// array agrees on the shards.
+fn scenes_of(args: &PredictArgs, remote: &Remote) -> Result<(Vec<Scene>, Vec<bool>)> {
+    let scenes = match (&args.inputs, &args.input) {
+        (Some(manifest), _) => inputs::read_manifest(manifest, remote)?,
+        (None, Some(input)) => inputs::list_scenes(input, "--input", remote)?,
+        (None, None) => bail!("give --input, --inputs or --pixel-values"),
+    };
+    inputs::check_names(&scenes)?;
+    check_assets(&scenes, &args.assets)?;
+    let mine: Vec<bool> = (0..scenes.len())
+        .map(|k| args.shard.is_none_or(|s| s.takes(k)))
+        .collect();
+    let n_mine = mine.iter().filter(|&&m| m).count();
+    if args.logits.is_some() && n_mine > 1 {
+        bail!("--logits writes one array: give a single --input image, not {n_mine} scenes");
+    }
+    if let Some(shard) = args.shard {
+        eprintln!(
+            "shard {}/{}: {n_mine} of the {} listed scenes",
+            shard.index,
+            shard.count,
+            scenes.len()
+        );
+    }
+    Ok((scenes, mine))
 }
 
 /// Predicts `job`'s scene: streamed from its [`tiles::WindowSource`] (GeoTIFFs, local or by
@@ -538,142 +546,5 @@ fn draw_outlines(picture: &mut Raster, regions: &[vector::Region]) {
                 }
             }
         }
-    }
-}
-
-/// The whole scene in memory, with its georeferencing: a local file decoded whole, or every
-/// window of a URL's or STAC item's scene read as one.
-fn read_whole(
-    scene: &Scene,
-    stack: &StackOptions,
-    remote: &Remote,
-) -> Result<(Raster, Option<GeoRef>)> {
-    if let Some(path) = scene.path() {
-        return tiles::read_image(path).with_context(|| format!("reading {}", path.display()));
-    }
-    let mut reader = scene.open(stack, remote)?;
-    let (w, h) = (reader.width(), reader.height());
-    let geo = reader.geo().cloned();
-    let image = reader
-        .read_window(0, 0, w, h)
-        .with_context(|| format!("reading {}", scene.label))?;
-    Ok((image, geo))
-}
-
-/// `--assets` goes with STAC items: each item needs it, and it picks nothing in a GeoTIFF.
-fn check_assets(scenes: &[Scene], assets: &[String]) -> Result<()> {
-    if let Some(item) = scenes.iter().find(|s| s.is_stac()) {
-        ensure!(
-            !assets.is_empty(),
-            "{}: a STAC item's bands are its assets; name them in the model's band order with \
-             --assets, by key or eo:bands common name (e.g. --assets red,green,blue,nir)",
-            item.label
-        );
-    } else {
-        ensure!(
-            assets.is_empty(),
-            "--assets {}: picks the assets of STAC items, but no input is one; give a STAC item \
-             or collection (.json), or drop --assets (a run's data.bands picks the bands of \
-             GeoTIFFs)",
-            assets.join(",")
-        );
-    }
-    Ok(())
-}
-
-/// The bands a STAC item's `--assets` stacked against what the model's preprocessing takes:
-/// the bands a run's `data.bands` picks must exist, and the model must see as many bands as
-/// it has channels (a run's preprocessing.json records them). Other scenes are checked where
-/// they are read.
-fn check_bands(
-    scene: &Scene,
-    stacked: usize,
-    processor: &SegformerProcessor,
-    channels: usize,
-    assets: &[String],
-) -> Result<()> {
-    if !scene.is_stac() {
-        return Ok(());
-    }
-    let given = format!(
-        "{}: --assets {} stack {stacked} band(s)",
-        scene.label,
-        assets.join(",")
-    );
-    if let Some(picked) = &processor.band_indices
-        && let Some(&bad) = picked.iter().find(|&&b| b >= stacked)
-    {
-        bail!(
-            "{given}, but the run's preprocessing picks bands {picked:?} (data.bands, 0-based), \
-             band {bad} among them; give the assets of the training images' bands, in their \
-             order ({} or more)",
-            picked.iter().max().map_or(0, |m| m + 1)
-        );
-    }
-    let seen = processor.output_bands(stacked);
-    ensure!(
-        seen == channels,
-        "{given}, but the model takes {channels} bands (its preprocessing records {channels}); \
-         give {channels} assets in the training images' band order (e.g. --assets red,green,blue,nir)"
-    );
-    Ok(())
-}
-
-/// `<out>/<name>.stats.json`: the scene's statistics alone (and per zone with `--zones`), in
-/// the `--stats` JSON format, for `segfit stats merge` to sum across scenes and shards.
-fn write_scene_stats(
-    out: &Path,
-    scene: &Scene,
-    stats: &vector::ClassStats,
-    grid: &vector::Grid,
-    zones: Option<&vector::ZoneStats>,
-) -> Result<PathBuf> {
-    let mut report = vector::StatsReport::new();
-    report.add(&scene.label, grid, stats.clone());
-    if let Some(z) = zones {
-        report.set_zones(z.clone(), crate::zones::OVERLAP_NOTE);
-    }
-    let path = out.join(format!("{}.stats.json", scene.name));
-    fsio::write_atomic(&path, report.to_json().as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stacked_bands_are_checked_against_the_runs_band_selection_and_channels() {
-        let dir = tempfile::tempdir().unwrap();
-        let item = dir.path().join("item.json");
-        let json = r#"{"type": "Feature", "id": "i", "assets": {"red": {"href": "r.tif"}}}"#;
-        std::fs::write(&item, json).unwrap();
-        let remote = Remote::new(Default::default());
-        let scenes = inputs::list_scenes(item.to_str().unwrap(), "--input", &remote).unwrap();
-        let assets: Vec<String> = ["red", "green", "blue"].map(String::from).to_vec();
-        let run = SegformerProcessor {
-            band_indices: Some(vec![3, 0, 1]),
-            ..Default::default()
-        };
-        let err = check_bands(&scenes[0], 3, &run, 3, &assets)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--assets red,green,blue stack 3 band(s)")
-                && err.contains("band 3 among them")
-                && err.contains("4 or more"),
-            "{err}"
-        );
-        assert!(check_bands(&scenes[0], 4, &run, 3, &assets).is_ok());
-        let all = SegformerProcessor::default();
-        let err = check_bands(&scenes[0], 3, &all, 4, &assets)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("takes 4 bands") && err.contains("give 4 assets"),
-            "{err}"
-        );
-        assert!(check_bands(&scenes[0], 4, &all, 4, &assets).is_ok());
     }
 }
