@@ -162,21 +162,13 @@ pub fn read_manifest(manifest: &str, remote: &Remote) -> Result<Vec<Scene>> {
     } else {
         std::fs::read_to_string(manifest).with_context(|| format!("--inputs {manifest}"))?
     };
-    let base = (!is_url(manifest))
-        .then(|| Path::new(manifest).parent().map(Path::to_path_buf))
-        .flatten()
-        .unwrap_or_default();
     let mut scenes = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let entry = if is_url(line) || Path::new(line).is_absolute() {
-            line.to_string()
-        } else {
-            base.join(line).to_string_lossy().into_owned()
-        };
+        let entry = resolve(line, manifest);
         let listed = list_scenes(
             &entry,
             &format!("--inputs {manifest} line {}:", i + 1),
@@ -189,6 +181,21 @@ pub fn read_manifest(manifest: &str, remote: &Remote) -> Result<Vec<Scene>> {
         "--inputs {manifest}: lists no scenes (one path or URL per line; # starts a comment)"
     );
     Ok(scenes)
+}
+
+/// A manifest line as a path or URL: URLs and absolute paths as they are, relative ones
+/// against the manifest's folder (a URL manifest's: the URL up to its last `/`).
+fn resolve(line: &str, manifest: &str) -> String {
+    if is_url(line) || Path::new(line).is_absolute() {
+        return line.to_string();
+    }
+    if is_url(manifest) {
+        let path = manifest.split(['?', '#']).next().unwrap_or(manifest);
+        let folder = path.rsplit_once('/').map_or(path, |(folder, _)| folder);
+        return format!("{folder}/{line}");
+    }
+    let folder = Path::new(manifest).parent().unwrap_or(Path::new(""));
+    folder.join(line).to_string_lossy().into_owned()
 }
 
 /// Fails when two scenes would write the same outputs (`<out>/<name>.tif`…), naming both.

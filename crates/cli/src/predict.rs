@@ -199,7 +199,7 @@ fn predict_on<B: Backend>(
     // the last one predicted here are placed even when predicted elsewhere.
     let last_mine = mine.iter().rposition(|&m| m);
     let progress = Progress::new("rows");
-    let mut i = 0;
+    let (mut i, mut predicted) = (0, 0);
     for (k, scene) in scenes.iter().enumerate() {
         // Only this task's scenes: the others' markers are other tasks' business.
         let done = (resumable && mine[k])
@@ -225,6 +225,7 @@ fn predict_on<B: Backend>(
             continue;
         }
         progress.start(format!("[{i}/{n_mine}] {}", scene.label));
+        predicted += 1;
         let job = SceneJob {
             scene,
             out_dir: &args.output,
@@ -262,7 +263,15 @@ fn predict_on<B: Backend>(
     }
     if let Some(report) = &report {
         answers.write_report(report)?;
-        outln!("{}", report.summary().trim_end())?;
+        if predicted > 0 {
+            outln!("{}", report.summary().trim_end())?;
+        } else {
+            // A task whose scenes were all done already, or a shard of none.
+            outln!(
+                "no scene predicted in this run; sum the scenes' <name>.stats.json with \
+                 `segfit stats merge`"
+            )?;
+        }
         eprintln!(
             "statistics -> {}",
             args.answers.stats.as_ref().expect("a report").display()

@@ -695,6 +695,23 @@ fn scenes_that_would_share_output_names_are_refused_naming_both() {
         err.contains(&a) && err.contains(&b) && err.contains("`B04`"),
         "{err}"
     );
+    // A manifest by URL, its lines relative to it: listed (the error names both URLs of the
+    // folder the manifest is in).
+    server.serve(
+        "a/scenes.txt",
+        b"# two of one name\nB04.tif\nsub/B04.tif\n".to_vec(),
+    );
+    let manifest = server.url("a/scenes.txt");
+    let err = fails(&predict_args(
+        &model,
+        &t.join("out"),
+        &["--inputs", &manifest],
+    ));
+    assert!(
+        err.contains(&a) && err.contains(&server.url("a/sub/B04.tif")),
+        "{err}"
+    );
+    server.clear_requests();
     // Two items of one id in a collection; nothing is read or written before the error.
     let item = |href: &str| {
         json!({"type": "Feature", "id": "T48PXS", "properties": {},
