@@ -90,16 +90,21 @@ impl Scene {
                     .with_context(|| format!("reading {}", path.display()))?;
                 Ok(Box::new(reader))
             }
-            Source::Input(input @ SceneInput::Stac(_)) => {
-                input.open(stack, remote).with_context(|| {
-                    format!(
-                        "{}: stacking assets {} (--assets picks them by key or eo:bands \
-                         common name; --resample-to ASSET puts them on one grid)",
-                        self.label,
-                        stack.assets.join(",")
-                    )
-                })
-            }
+            Source::Input(input @ SceneInput::Stac(_)) => match input.open(stack, remote) {
+                Ok(reader) => Ok(reader),
+                // The library names its option; here it is a flag.
+                Err(tiles::TilesError::GridMismatch { grids, .. }) => bail!(
+                    "{}: --assets {} lie on different grids: {}; add --resample-to ASSET (one \
+                     of them: the others are resampled onto its grid, nearest neighbour), or \
+                     pick assets of one resolution",
+                    self.label,
+                    stack.assets.join(","),
+                    grids.join(", ")
+                ),
+                Err(e) => Err(e).with_context(|| {
+                    format!("{}: --assets {}", self.label, stack.assets.join(","))
+                }),
+            },
             Source::Input(input) => input
                 .open(stack, remote)
                 .with_context(|| format!("reading {}", self.label)),

@@ -548,7 +548,10 @@ fn a_coarser_asset_is_refused_unless_resampled_onto_the_named_grid() {
         &t.join("x"),
         &["--input", s(&item), "--assets", "B04,B03,B11"],
     ));
-    assert!(err.contains("B11") && err.contains("B04"), "{err}");
+    assert!(
+        err.contains("B11") && err.contains("B04") && err.contains("--resample-to"),
+        "{err}"
+    );
     let (local, remote) = (t.join("local"), t.join("stac"));
     run_ok(&predict_args(&model, &local, &["--input", s(&stacked)]));
     run_ok(&predict_args(
