@@ -479,6 +479,24 @@ fn a_stac_item_served_over_http_predicts_the_map_of_the_stacked_geotiff() {
         "the STAC stack's class map differs from the stacked file's"
     );
 
+    // A 503, then a connection dropped half-way through the item's body (a GET): retried.
+    server.clear_requests();
+    server.fail_next(Fault::Unavailable);
+    server.fail_next(Fault::Drop);
+    let faulty = t.join("faulty");
+    run_ok(&predict_args(
+        &model,
+        &faulty,
+        &["--input", &url, "--assets", "red,green,B02"],
+    ));
+    let log = server.requests();
+    let dropped = log.iter().find(|r| r.fault == Some(Fault::Drop));
+    assert!(
+        dropped.is_some_and(|r| r.method == "GET" && r.path.ends_with("item.json")),
+        "{log:?}"
+    );
+    assert!(class_map(&faulty.join("T48PXS.tif")) == want);
+
     // The model takes 3 bands: 2 assets are refused naming them; no --assets names the flag.
     let err = fails(&predict_args(
         &model,
