@@ -116,7 +116,19 @@ fn a_tiled_geotiff_by_url_predicts_the_map_of_the_local_file_even_through_faults
     let t = tmp.path();
     let model = varied_model(t);
     let local = t.join("scene.tif");
-    write_scene(&local, 120, 100, 1, 300_000.0);
+    // With a nodata corner (0 in every band, declared as GDAL_NODATA).
+    let (w, h) = (120, 100);
+    let mut bands = planes(w, h, 3, 1);
+    for plane in &mut bands {
+        for y in 0..10 {
+            plane[y * w..y * w + 12].fill(0);
+        }
+    }
+    let geo = GeoRef {
+        nodata: Some(0.0),
+        ..utm_geo(300_000.0, 10.0)
+    };
+    write_tiled(&local, &raster(w, h, &bands), &geo);
     let server = RangeServer::start();
     server.serve_file("cogs/scene.tif", local.clone()).unwrap();
     let url = server.url("cogs/scene.tif");
@@ -137,8 +149,11 @@ fn a_tiled_geotiff_by_url_predicts_the_map_of_the_local_file_even_through_faults
     ));
 
     // The comparisons below mean something: the model finds several classes here.
-    let (px, _) = class_map(&by_path.join("scene.tif"));
-    assert!(px.iter().any(|&c| c != px[0]), "a one-class map");
+    let (px, transform) = class_map(&by_url.join("scene.tif"));
+    assert!(px.iter().any(|&c| c != px[1000]), "a one-class map");
+    assert_eq!(transform, Some(geo.transform), "the URL's georeferencing");
+    assert!((0..10).all(|y| px[y * w..y * w + 12].iter().all(|&c| c == 255)));
+    assert!(px[10 * w..].iter().all(|&c| c < 3));
     // Range requests, not one download: every GET asked for a range.
     let log = server.requests();
     assert!(log.iter().any(|r| r.method == "GET"), "{log:?}");
