@@ -38,8 +38,8 @@ done
 # "Your GeoTIFFs in five commands") and then in the guide pages below, in this order and in one
 # working directory, so that a later block may use what an earlier one made. .ci/run runs this
 # script: a renamed flag or a changed output name fails CI, not a user who copies the command.
-pages=(README.md docs/guide/data.md docs/guide/predict.md docs/guide/export-and-library.md
-  docs/guide/training.md)
+pages=(README.md docs/guide/data.md docs/guide/predict.md docs/guide/scale-out.md
+  docs/guide/export-and-library.md docs/guide/training.md)
 marked=$(cd "$root" && grep -rl --include='*.md' -e '^<!-- runnable -->$' README.md docs | sort)
 listed=$(printf '%s\n' "${pages[@]}" | sort)
 for f in $marked; do

@@ -24,9 +24,10 @@ use crate::zones::{SceneZoneStats, ZoneSource};
 #[derive(Args, Debug, Clone, Default)]
 pub struct AnswerArgs {
     /// Write per-class pixel counts, areas (m², ha) and mean probabilities, per input and in
-    /// total, to FILE (`.json` or `.csv`). Areas come from the geotransform in the input's CRS
-    /// (ellipsoidal per pixel row for geographic CRSs); inputs without georeferencing get
-    /// pixel counts only.
+    /// total, to FILE (`.json` or `.csv`), and each input's alone to `<name>.stats.json` next
+    /// to its outputs (for `segfit stats merge`). Areas come from the geotransform in the
+    /// input's CRS (ellipsoidal per pixel row for geographic CRSs); inputs without
+    /// georeferencing get pixel counts only.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
     /// With --stats, also per zone (a polygon layer: districts, fields; GeoJSON, Shapefile or
@@ -157,11 +158,11 @@ impl AnswerSpec {
         self.stats.as_ref().map(|_| StatsReport::new())
     }
 
-    /// Starts the answers of one `width × height` input (`geo` its georeferencing), writing
-    /// `<out_dir>/<stem>.geojson` with `--vector`.
+    /// Starts the answers of one `width × height` input (`label` names it, `geo` is its
+    /// georeferencing), writing `<out_dir>/<stem>.geojson` with `--vector`.
     pub fn start(
         &self,
-        file: &Path,
+        label: &str,
         geo: Option<&GeoRef>,
         [height, width]: [usize; 2],
         out_dir: &Path,
@@ -172,7 +173,7 @@ impl AnswerSpec {
             None
         } else {
             let grid = Grid::new(geo, width, height)
-                .with_context(|| format!("reading the georeferencing of {}", file.display()))?;
+                .with_context(|| format!("reading the georeferencing of {label}"))?;
             Some(grid)
         };
         let vector = match (&self.vector, &grid) {
@@ -183,10 +184,7 @@ impl AnswerSpec {
                 let writer =
                     GeoJsonWriter::new(BufWriter::new(out), grid, &self.names, &spec.options)
                         .with_context(|| {
-                            format!(
-                                "{}: cannot write its polygons in the requested CRS",
-                                file.display()
-                            )
+                            format!("{label}: cannot write its polygons in the requested CRS")
                         })?;
                 let polygons = Polygonizer::new(width, height, spec.selected.clone());
                 Some(VectorSink {
@@ -198,7 +196,7 @@ impl AnswerSpec {
             _ => None,
         };
         let zones = match &self.zones {
-            Some(z) => Some(z.borrow_mut().start(file, geo, [height, width])?),
+            Some(z) => Some(z.borrow_mut().start(label, geo, [height, width])?),
             None => None,
         };
         Ok(SceneAnswers {
@@ -213,6 +211,20 @@ impl AnswerSpec {
             row: 0,
             outlines: None,
         })
+    }
+
+    /// Whether `--zones` asks for per-zone statistics.
+    pub fn has_zones(&self) -> bool {
+        self.zones.is_some()
+    }
+
+    /// A scene predicted elsewhere (another shard, an earlier run), placed for the overlap
+    /// rule of `--zones` ([`ZoneSource::skip`]).
+    pub fn skip_scene(&self, label: &str, geo: Option<&GeoRef>, size: [usize; 2]) -> Result<()> {
+        match &self.zones {
+            Some(z) => z.borrow_mut().skip(label, geo, size),
+            None => Ok(()),
+        }
     }
 
     /// Warnings about the zone layer, once every input is in.
@@ -344,6 +356,26 @@ impl SceneAnswers {
             geojson,
         })
     }
+}
+
+/// `<out>/<name>.stats.json`: the scene's statistics alone (and per zone with `--zones`), in
+/// the `--stats` JSON format, for `segfit stats merge` to sum across scenes and shards.
+pub fn write_scene_stats(
+    out: &Path,
+    scene: &crate::inputs::Scene,
+    stats: &vector::ClassStats,
+    grid: &vector::Grid,
+    zones: Option<&vector::ZoneStats>,
+) -> Result<PathBuf> {
+    let mut report = vector::StatsReport::new();
+    report.add(&scene.label, grid, stats.clone());
+    if let Some(z) = zones {
+        report.set_zones(z.clone(), crate::zones::OVERLAP_NOTE);
+    }
+    let path = out.join(format!("{}.stats.json", scene.name));
+    fsio::write_atomic(&path, report.to_json().as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }
 
 /// The probability of each pixel's class (the softmax maximum), NaN on nodata.

@@ -21,6 +21,7 @@ mod export;
 mod fuzz;
 mod hf_preprocessor;
 mod host;
+mod inputs;
 mod labels;
 mod layers;
 mod model_source;
@@ -30,7 +31,9 @@ mod plan;
 mod predict;
 mod prepare;
 mod progress;
+mod resume;
 mod scene;
+mod stats_cmd;
 mod train_cmd;
 mod zones;
 
@@ -62,6 +65,9 @@ enum Command {
     Export(export::ExportArgs),
     /// Predict the peak memory of a training step, broken down, or fit a memory budget.
     Plan(plan::PlanArgs),
+    /// Work with `predict --stats` reports: `segfit stats merge pred/*.stats.json` sums the
+    /// per-scene statistics of a sharded run.
+    Stats(stats_cmd::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +99,7 @@ fn main() -> ExitCode {
         Command::Predict(a) => predict::run(&a),
         Command::Export(a) => export::run(&a),
         Command::Plan(a) => plan::run(&a),
+        Command::Stats(a) => stats_cmd::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -274,19 +274,19 @@ pub fn probabilities_hwc(
         .collect()
 }
 
-/// The nodata value of `file`: `--nodata` (checked once up front), else its `GDAL_NODATA`,
-/// checked against the model's classes.
+/// The nodata value of the scene `label` names: `--nodata` (checked once up front), else its
+/// `GDAL_NODATA`, checked against the model's classes.
 pub fn resolve_nodata(
     k: usize,
     flag: Option<f64>,
     geo: Option<&GeoRef>,
-    file: &Path,
+    label: &str,
 ) -> Result<Option<f64>> {
     let tag = geo.and_then(|g| g.nodata);
     if let (None, Some(nd)) = (flag, tag) {
         check_nodata_room(
             k,
-            &format!("{} declares GDAL_NODATA {nd}", file.display()),
+            &format!("{label} declares GDAL_NODATA {nd}"),
             "unset it (gdal_edit.py -unsetnodata)",
         )?;
     }

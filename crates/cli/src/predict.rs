@@ -8,10 +8,11 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use clap::Args;
 use segformer::Segformer;
-use tiles::{GeoRef, Mask, Raster, RasterData, is_tiff};
+use tiles::{GeoRef, Mask, Raster, RasterData, Remote, RemoteOptions, StackOptions};
 
-use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names};
+use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names, write_scene_stats};
 use crate::device::on_device;
+use crate::inputs::{self, Scene, Shard, check_assets, check_bands, read_whole};
 use crate::model_source::ModelSource;
 use crate::npy;
 use crate::output::{
@@ -19,6 +20,7 @@ use crate::output::{
     probability_writer, resolve_nodata, stem_of,
 };
 use crate::progress::Progress;
+use crate::resume;
 use crate::scene::{SceneJob, predict_scene};
 use infer::{Windows, classes_of, predict_windows};
 
@@ -29,14 +31,41 @@ pub struct PredictArgs {
     /// directory, or an HF directory (config.json + model.safetensors or pytorch_model.bin).
     #[arg(long, value_name = "M")]
     pub model: PathBuf,
-    /// An image (PNG, JPEG, TIFF/GeoTIFF) or a folder of them.
+    /// An image (PNG, JPEG, TIFF/GeoTIFF) or a folder of them; a GeoTIFF/COG by URL
+    /// (`https://`, `s3://`, `gs://`, `az://`: range requests, only the blocks the windows
+    /// need); or a STAC Item / ItemCollection `.json` (path or URL), each item's --assets
+    /// stacked as the bands.
     #[arg(
         long,
-        value_name = "FILE|DIR",
-        required_unless_present = "pixel_values",
+        value_name = "FILE|DIR|URL",
+        required_unless_present_any = ["pixel_values", "inputs"],
         conflicts_with = "pixel_values"
     )]
-    pub input: Option<PathBuf>,
+    pub input: Option<String>,
+    /// A manifest of scenes: a text file (path or URL) with one --input per line (`#`
+    /// comments and blank lines skipped, relative paths from the manifest's folder), or a
+    /// STAC ItemCollection `.json`. Each finished scene gets `<name>.done.json`, written last;
+    /// a rerun skips the scenes that have one.
+    #[arg(long, value_name = "FILE|URL", conflicts_with_all = ["input", "pixel_values"])]
+    pub inputs: Option<String>,
+    /// Predict only shard I of N (I counts from 0: `--shard $JOB_COMPLETION_INDEX/N`): scene
+    /// k of the listed scenes goes to shard k mod N, so N tasks cover the list exactly once.
+    /// Writes completion markers as --inputs does.
+    #[arg(long, value_name = "I/N", conflicts_with = "pixel_values")]
+    pub shard: Option<Shard>,
+    /// With STAC inputs: the assets that are the model's bands, in its band order, by asset
+    /// key or eo:bands common name (e.g. red,green,blue,nir).
+    #[arg(
+        long,
+        value_name = "A,B,…",
+        value_delimiter = ',',
+        conflicts_with = "pixel_values"
+    )]
+    pub assets: Vec<String>,
+    /// With --assets: resample the other assets onto this asset's grid (nearest neighbour,
+    /// as GDAL's `-r near`) when they lie on different grids (10 m and 20 m bands).
+    #[arg(long, value_name = "ASSET", requires = "assets")]
+    pub resample_to: Option<String>,
     /// Run on an already preprocessed float32 `[N, C, H, W]` .npy tensor instead of an image
     /// (e.g. HF's `pixel_values`), to compare with other frameworks.
     #[arg(long, value_name = "FILE.npy")]
@@ -150,17 +179,14 @@ fn predict_on<B: Backend>(
     let answers = AnswerSpec::new(&args.answers, class_names(model.config()))?;
     let mut report = answers.report();
     let mut zone_stats: Option<vector::ZoneStats> = None;
-    let input = args
-        .input
-        .as_ref()
-        .expect("clap requires --input without --pixel-values");
-    let files = list_images(input)?;
-    if args.logits.is_some() && files.len() > 1 {
-        bail!(
-            "--logits writes one array: give a single --input image, not a folder of {}",
-            files.len()
-        );
-    }
+    let remote = Remote::new(RemoteOptions::from_env());
+    let stack = StackOptions {
+        assets: args.assets.clone(),
+        resample_to: args.resample_to.clone(),
+    };
+    let (scenes, mine) = scenes_of(args, &remote)?;
+    let n_mine = mine.iter().filter(|&&m| m).count();
+    let resumable = args.inputs.is_some() || args.shard.is_some();
     let processor = source.processor(None)?;
     if let Some(nd) = args.nodata {
         check_nodata_room(
@@ -169,11 +195,39 @@ fn predict_on<B: Backend>(
             "drop --nodata",
         )?;
     }
+    // With --zones, a pixel counts for the first listed scene covering it: the scenes before
+    // the last one predicted here are placed even when predicted elsewhere.
+    let last_mine = mine.iter().rposition(|&m| m);
     let progress = Progress::new("rows");
-    for (i, file) in files.iter().enumerate() {
-        progress.start(format!("[{}/{}] {}", i + 1, files.len(), file.display()));
+    let (mut i, mut predicted) = (0, 0);
+    for (k, scene) in scenes.iter().enumerate() {
+        // Only this task's scenes: the others' markers are other tasks' business.
+        let done = (resumable && mine[k])
+            .then(|| resume::finished(&args.output, &scene.name))
+            .flatten();
+        if mine[k] {
+            i += 1;
+        }
+        if !mine[k] || done.is_some() {
+            if let Some(marker) = &done {
+                progress.line(&format!(
+                    "[{i}/{n_mine}] {}: done already ({}), skipped",
+                    scene.label,
+                    marker.display()
+                ));
+            }
+            if answers.has_zones() && last_mine.is_some_and(|l| k < l) && scene.streams() {
+                // Its header only, for its footprint.
+                let reader = scene.open(&stack, &remote)?;
+                let size = [reader.height(), reader.width()];
+                answers.skip_scene(&scene.label, reader.geo(), size)?;
+            }
+            continue;
+        }
+        progress.start(format!("[{i}/{n_mine}] {}", scene.label));
+        predicted += 1;
         let job = SceneJob {
-            file,
+            scene,
             out_dir: &args.output,
             nodata: args.nodata,
             probabilities: args.probabilities,
@@ -182,25 +236,18 @@ fn predict_on<B: Backend>(
             answers: &answers,
             progress: &progress,
         };
-        // GeoTIFF scenes stream in bounded memory unless an output needs the whole scene.
-        let (written, finished) = if is_tiff(file) && args.logits.is_none() && !args.overlay {
-            predict_scene(&model, &job, device)?
-        } else {
-            predict_image(args, &model, &job, device)?
-        };
-        let mut line = format!(
-            "[{}/{}] {} -> {}",
-            i + 1,
-            files.len(),
-            file.display(),
-            written.display()
-        );
+        let (written, finished, outputs) =
+            predict_one(args, &model, &job, &stack, &remote, device)?;
+        let mut line = format!("[{i}/{n_mine}] {} -> {}", scene.label, written.display());
         if let Some((path, n)) = &finished.geojson {
             line += &format!(", {} ({n} polygons)", path.display());
         }
+        if resumable {
+            resume::mark_done(&args.output, &scene.name, &scene.label, &outputs)?;
+        }
         progress.line(&line);
         if let (Some(report), Some((stats, grid))) = (&mut report, finished.stats) {
-            report.add(&file.display().to_string(), &grid, stats);
+            report.add(&scene.label, &grid, stats);
         }
         match (&mut zone_stats, finished.zones) {
             (Some(total), Some(z)) => total.merge(&z),
@@ -216,7 +263,15 @@ fn predict_on<B: Backend>(
     }
     if let Some(report) = &report {
         answers.write_report(report)?;
-        outln!("{}", report.summary().trim_end())?;
+        if predicted > 0 {
+            outln!("{}", report.summary().trim_end())?;
+        } else {
+            // A task whose scenes were all done already, or a shard of none.
+            outln!(
+                "no scene predicted in this run; sum the scenes' <name>.stats.json with \
+                 `segfit stats merge`"
+            )?;
+        }
         eprintln!(
             "statistics -> {}",
             args.answers.stats.as_ref().expect("a report").display()
@@ -225,29 +280,97 @@ fn predict_on<B: Backend>(
     Ok(())
 }
 
+/// The scenes `--input`/`--inputs` name, checked (output names, `--assets`), and which of them
+/// are this task's (`--shard`). Scenes are listed in a fixed order, so every task of a job
+/// array agrees on the shards.
+fn scenes_of(args: &PredictArgs, remote: &Remote) -> Result<(Vec<Scene>, Vec<bool>)> {
+    let scenes = match (&args.inputs, &args.input) {
+        (Some(manifest), _) => inputs::read_manifest(manifest, remote)?,
+        (None, Some(input)) => inputs::list_scenes(input, "--input", remote)?,
+        (None, None) => bail!("give --input, --inputs or --pixel-values"),
+    };
+    inputs::check_names(&scenes)?;
+    check_assets(&scenes, &args.assets)?;
+    let mine: Vec<bool> = (0..scenes.len())
+        .map(|k| args.shard.is_none_or(|s| s.takes(k)))
+        .collect();
+    let n_mine = mine.iter().filter(|&&m| m).count();
+    if args.logits.is_some() && n_mine > 1 {
+        bail!("--logits writes one array: give a single --input image, not {n_mine} scenes");
+    }
+    if let Some(shard) = args.shard {
+        eprintln!(
+            "shard {}/{}: {n_mine} of the {} listed scenes",
+            shard.index,
+            shard.count,
+            scenes.len()
+        );
+    }
+    Ok((scenes, mine))
+}
+
+/// Predicts `job`'s scene: streamed from its [`tiles::WindowSource`] (GeoTIFFs, local or by
+/// URL, and STAC stacks) unless an output needs it whole; writes its outputs, and with
+/// `--stats` its `<name>.stats.json`. Returns the class map's path, the answers and every
+/// output written (for the completion marker).
+fn predict_one<B: Backend>(
+    args: &PredictArgs,
+    model: &Segformer<B>,
+    job: &SceneJob<'_>,
+    stack: &StackOptions,
+    remote: &Remote,
+    device: &B::Device,
+) -> Result<(PathBuf, Finished, Vec<PathBuf>)> {
+    let scene = job.scene;
+    let channels = model.config().num_channels;
+    let (written, finished) = if scene.streams() && args.logits.is_none() && !args.overlay {
+        let reader = scene.open(stack, remote)?;
+        check_bands(scene, reader.bands(), job.processor, channels, &args.assets)?;
+        predict_scene(model, job, reader, device)?
+    } else {
+        let (image, geo) = read_whole(scene, stack, remote)?;
+        check_bands(scene, image.bands, job.processor, channels, &args.assets)?;
+        predict_image(args, model, job, image, geo, device)?
+    };
+    let mut outputs = vec![written.clone()];
+    if let Some((path, _)) = &finished.geojson {
+        outputs.push(path.clone());
+    }
+    if args.probabilities.is_some() {
+        outputs.push(args.output.join(format!("{}_prob.tif", scene.name)));
+    }
+    if args.overlay {
+        outputs.push(args.output.join(format!("{}_overlay.png", scene.name)));
+    }
+    if let Some((stats, grid)) = &finished.stats {
+        let zones = finished.zones.as_ref();
+        outputs.push(write_scene_stats(&args.output, scene, stats, grid, zones)?);
+    }
+    Ok((written, finished, outputs))
+}
+
 /// One image predicted whole in memory (PNG/JPEG, or a GeoTIFF with `--overlay`/`--logits`);
 /// returns the class map's path and the answers.
 fn predict_image<B: Backend>(
     args: &PredictArgs,
     model: &Segformer<B>,
     job: &SceneJob<'_>,
+    image: Raster,
+    geo: Option<GeoRef>,
     device: &B::Device,
 ) -> Result<(PathBuf, Finished)> {
-    let file = job.file;
-    let (image, geo) =
-        tiles::read_image(file).with_context(|| format!("reading {}", file.display()))?;
-    let nodata = resolve_nodata(model.num_labels(), job.nodata, geo.as_ref(), file)?;
+    let label = &job.scene.label;
+    let nodata = resolve_nodata(model.num_labels(), job.nodata, geo.as_ref(), label)?;
     let bands = model.config().num_channels;
     ensure!(
         job.processor.output_bands(image.bands) == bands,
-        "{} has {} bands but the model takes {bands}; predict on images like the training ones",
-        file.display(),
+        "{label} has {} bands but the model takes {bands}; predict on images like the training ones",
         image.bands
     );
     let processed = job
         .processor
         .process(&image, None)
-        .with_context(|| format!("preprocessing {}", file.display()))?;
+        .with_context(|| format!("preprocessing {label}"))?;
     let (h, w) = (image.height, image.width);
     let pixels = &processed.pixel_values;
     let logits = predict_windows(model, pixels, [bands, h, w], job.windows, device)?;
@@ -334,7 +457,7 @@ fn predict_tensor<B: Backend>(
     Ok(())
 }
 
-/// Writes the mask (and the optional rasters and answers) of `job`'s file; returns the mask's
+/// Writes the mask (and the optional rasters and answers) of `job`'s scene; returns the mask's
 /// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`](crate::output::NODATA_CLASS) and NaN
 /// probabilities, both declared in the GeoTIFFs' `GDAL_NODATA` (the input's own nodata is
 /// never copied: it may be a class).
@@ -347,24 +470,24 @@ fn write_outputs(
     logits: &[f32],
     k: usize,
 ) -> Result<(PathBuf, Finished)> {
-    let file = job.file;
     let (h, w) = (image.height, image.width);
-    let stem = stem_of(file);
+    let stem = &job.scene.name;
     let holes = nodata.map(|nd| tiles::nodata_pixels(image, nd));
     let classes = classes_with_nodata(logits, k, h * w, holes.as_deref());
     let mut answers = job
         .answers
-        .start(file, geo, [h, w], &args.output, &stem)?
+        .start(&job.scene.label, geo, [h, w], &args.output, stem)?
         .keep_outlines();
     answers.add_rows(logits, &classes)?;
     let finished = answers.finish()?;
-    let out = if is_tiff(file) {
+    // GeoTIFF inputs (local, by URL, STAC) give GeoTIFFs, georeferencing kept.
+    let out = if job.scene.streams() {
         let spec = OutputSpec {
             names: job.answers.names(),
             probabilities: args.probabilities,
         };
         let (mut outputs, out) =
-            SceneOutputs::create(&args.output, &stem, [h, w], geo, nodata.is_some(), &spec)?;
+            SceneOutputs::create(&args.output, stem, [h, w], geo, nodata.is_some(), &spec)?;
         outputs.write_rows(logits, &classes, h, holes.as_deref())?;
         outputs
             .finish()
@@ -377,7 +500,7 @@ fn write_outputs(
         if let Some(format) = args.probabilities {
             let names = job.answers.names();
             let (mut writer, path) =
-                probability_writer(&args.output, &stem, [h, w], None, false, names, format)?;
+                probability_writer(&args.output, stem, [h, w], None, false, names, format)?;
             let rows = probability_rows(logits, k, h * w, holes.as_deref(), format);
             writer
                 .write_rows(&rows)
@@ -433,24 +556,4 @@ fn draw_outlines(picture: &mut Raster, regions: &[vector::Region]) {
             }
         }
     }
-}
-
-/// `--input`: one file as given, or the images of a folder ([`tiles::list_images`]).
-fn list_images(input: &Path) -> Result<Vec<PathBuf>> {
-    if input.is_file() {
-        return Ok(vec![input.to_path_buf()]);
-    }
-    ensure!(
-        input.is_dir(),
-        "--input {}: no such file or directory",
-        input.display()
-    );
-    let files =
-        tiles::list_images(input).with_context(|| format!("listing {}", input.display()))?;
-    ensure!(
-        !files.is_empty(),
-        "--input {}: no PNG, JPEG or TIFF images in this folder",
-        input.display()
-    );
-    Ok(files)
 }

@@ -1,5 +1,6 @@
 //! `segfit predict` on GeoTIFF scenes of any size, in bounded memory: the scene is read a
-//! window at a time ([`tiles::ChunkedReader`]), blended by [`infer::predict_streaming`], and
+//! window at a time from a [`WindowSource`] (a local GeoTIFF, one by URL, or a STAC item's
+//! stacked assets: range requests fetch only the blocks the windows need), blended by [`infer::predict_streaming`], and
 //! the class map (and the probabilities) written as it is finished, as tiled (512×512),
 //! Deflate-compressed Cloud-Optimized GeoTIFFs ([`tiles::CogWriter`]). Peak memory
 //! depends on the window, the batch and the scene's width (the blend of one row of windows),
@@ -13,18 +14,17 @@ use augment::SegformerProcessor;
 use burn::tensor::backend::Backend;
 use infer::{Windows, predict_streaming};
 use segformer::Segformer;
-use tiles::ChunkedReader;
+use tiles::WindowSource;
 
 use crate::answers::{AnswerSpec, Finished};
-use crate::output::{
-    OutputSpec, ProbFormat, SceneOutputs, classes_with_nodata, resolve_nodata, stem_of,
-};
+use crate::inputs::Scene;
+use crate::output::{OutputSpec, ProbFormat, SceneOutputs, classes_with_nodata, resolve_nodata};
 use crate::progress::Progress;
 
 /// What [`predict_scene`] needs besides the model.
 pub struct SceneJob<'a> {
-    /// The GeoTIFF scene.
-    pub file: &'a Path,
+    /// The scene: its label names it in messages, its name its outputs.
+    pub scene: &'a Scene,
     /// Where the outputs go.
     pub out_dir: &'a Path,
     /// `--nodata` (else the scene's own `GDAL_NODATA` is used).
@@ -41,39 +41,37 @@ pub struct SceneJob<'a> {
     pub progress: &'a Progress,
 }
 
-/// Predicts a GeoTIFF scene in bounded memory; returns the class map's path and the answers
-/// (statistics and polygons, fed the same rows). The class map is the one the in-memory path
-/// gives, pixel for pixel ([`infer::predict_streaming`] blends to the same bits as
-/// [`infer::predict_windows`]).
+/// Predicts a scene read from `reader` in bounded memory; returns the class map's path and
+/// the answers (statistics and polygons, fed the same rows). The class map is the one the
+/// in-memory path gives, pixel for pixel ([`infer::predict_streaming`] blends to the same bits
+/// as [`infer::predict_windows`]).
 pub fn predict_scene<B: Backend>(
     model: &Segformer<B>,
     job: &SceneJob<'_>,
+    reader: Box<dyn WindowSource>,
     device: &B::Device,
 ) -> Result<(PathBuf, Finished)> {
-    let file = job.file;
-    let reader =
-        ChunkedReader::open(file).with_context(|| format!("reading {}", file.display()))?;
+    let label = &job.scene.label;
     let (w, h, bands) = (reader.width(), reader.height(), reader.bands());
     // The bands the model sees (a run's `data.bands` picks them in the processor).
     let bands = job.processor.output_bands(bands);
     let channels = model.config().num_channels;
     ensure!(
         bands == channels,
-        "{} has {bands} bands but the model takes {channels}; predict on images like the training ones",
-        file.display()
+        "{label} has {bands} bands but the model takes {channels}; predict on images like the training ones"
     );
     let geo = reader.geo().cloned();
     job.progress.set_length(h as u64);
     let k = model.num_labels();
-    let nodata = resolve_nodata(k, job.nodata, geo.as_ref(), file)?;
-    let stem = stem_of(file);
+    let nodata = resolve_nodata(k, job.nodata, geo.as_ref(), label)?;
+    let stem = &job.scene.name;
     let spec = OutputSpec {
         names: job.answers.names(),
         probabilities: job.probabilities,
     };
     let (mut outputs, path) = SceneOutputs::create(
         job.out_dir,
-        &stem,
+        stem,
         [h, w],
         geo.as_ref(),
         nodata.is_some(),
@@ -81,18 +79,13 @@ pub fn predict_scene<B: Backend>(
     )?;
     let mut answers = job
         .answers
-        .start(file, geo.as_ref(), [h, w], job.out_dir, &stem)?;
+        .start(label, geo.as_ref(), [h, w], job.out_dir, stem)?;
     let reader = RefCell::new(reader);
     let read = |[y0, x0]: [usize; 2], [rh, rw]: [usize; 2]| {
         reader
             .borrow_mut()
             .read_window(x0, y0, rw, rh)
-            .with_context(|| {
-                format!(
-                    "reading the {rw}x{rh} window at ({x0}, {y0}) of {}",
-                    file.display()
-                )
-            })
+            .with_context(|| format!("reading the {rw}x{rh} window at ({x0}, {y0}) of {label}"))
     };
     predict_streaming(
         model,
@@ -104,7 +97,7 @@ pub fn predict_scene<B: Backend>(
             let processed = job
                 .processor
                 .process(&window, None)
-                .with_context(|| format!("preprocessing {}", file.display()))?;
+                .with_context(|| format!("preprocessing {label}"))?;
             Ok(processed.pixel_values)
         },
         |y0, logits, n| -> Result<()> {
@@ -154,8 +147,11 @@ mod tests {
             ..Default::default()
         };
         let windows = Windows::new([64, 64], Some(16), 3).unwrap();
+        let remote = tiles::Remote::new(Default::default());
+        let scene =
+            &crate::inputs::list_scenes(file.to_str().unwrap(), "--input", &remote).unwrap()[0];
         let job = SceneJob {
-            file: &file,
+            scene,
             out_dir: dir.path(),
             nodata: None,
             probabilities: None,
@@ -168,7 +164,8 @@ mod tests {
             .unwrap(),
             progress: &Progress::new("rows"),
         };
-        let (path, _) = predict_scene(&model, &job, &device).unwrap();
+        let reader = scene.open(&Default::default(), &remote).unwrap();
+        let (path, _) = predict_scene(&model, &job, reader, &device).unwrap();
         let (written, _) = tiles::read_image(&path).unwrap();
         let pixels = processor.process(&image, None).unwrap().pixel_values;
         let logits = infer::predict_windows(&model, &pixels, [3, h, w], &windows, &device).unwrap();

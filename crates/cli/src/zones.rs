@@ -60,17 +60,16 @@ impl ZoneSource {
     /// the scenes before it, on its grid.
     pub fn start(
         &mut self,
-        file: &Path,
+        name: &str,
         geo: Option<&GeoRef>,
         [height, width]: [usize; 2],
     ) -> Result<SceneZoneStats> {
-        let name = file.display().to_string();
         let geo = geo.with_context(|| {
             format!(
                 "--zones: {name} has no georeferencing, so its pixels cannot be placed in zones"
             )
         })?;
-        let grid = SceneGrid::from_georef(&name, width, height, geo).context("--zones")?;
+        let grid = SceneGrid::from_georef(name, width, height, geo).context("--zones")?;
         let zones = self.zones.on_scene(&grid).context("--zones")?;
         let earlier = self
             .earlier
@@ -86,6 +85,22 @@ impl ZoneSource {
             band: Vec::new(),
             covered: Vec::new(),
         })
+    }
+
+    /// Counts a scene predicted elsewhere (by another `--shard`, or by an earlier run that
+    /// finished it) as covered: the scenes after it leave its pixels out, exactly as if it
+    /// had been predicted here. A scene without georeferencing covers nothing.
+    pub fn skip(
+        &mut self,
+        name: &str,
+        geo: Option<&GeoRef>,
+        [height, width]: [usize; 2],
+    ) -> Result<()> {
+        if let Some(geo) = geo {
+            let grid = SceneGrid::from_georef(name, width, height, geo).context("--zones")?;
+            self.earlier.push(footprint(&grid)?);
+        }
+        Ok(())
     }
 
     /// Warnings about the zone layer: repairs, and features that fell on no scene.

@@ -11,6 +11,7 @@ mod nodata;
 mod plan_json;
 mod preprocessing;
 mod recipes;
+mod remote_inputs;
 mod streaming;
 mod tta;
 mod wgpu;
