@@ -246,15 +246,14 @@ pub fn run(args: &PrepareArgs) -> Result<()> {
             })
         }));
         let report = match &mut labeller {
-            None => tiles::prepare_scenes(&opts)?,
-            Some(l) => {
-                let report = tiles::prepare_labelled_scenes(&opts, l)?;
-                progress.finish();
-                outln!("{}", l.audit())?;
-                report
-            }
+            None => tiles::prepare_scenes(&opts),
+            Some(l) => tiles::prepare_labelled_scenes(&opts, l),
         };
         progress.finish();
+        let report = report?;
+        if let Some(l) = &labeller {
+            outln!("{}", l.audit())?;
+        }
         report
     } else if args.images.is_some() || args.list.is_some() {
         let masks = match &args.masks[..] {

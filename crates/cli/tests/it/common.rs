@@ -1,6 +1,7 @@
 //! Helpers shared by the binary's integration tests: running `segfit`, paths, the tiny HF
 //! fixture and an independent .npy reader/writer.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -253,4 +254,17 @@ pub fn palette_as_grey(path: &Path) -> std::io::Cursor<Vec<u8>> {
         ifd = u(&bytes, ifd + 2 + 12 * n, 4);
     }
     std::io::Cursor::new(bytes)
+}
+
+/// The files of `dir` (names starting with a dot included) and their bytes; a file that vanished
+/// between the listing and the read (a killed run's temporary) reads as empty.
+pub fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap_or_default())
+        })
+        .collect()
 }

@@ -54,18 +54,6 @@ fn predict_args<'a>(model: &'a str, input: &'a str, out: &'a str, stats: &'a str
     ]
 }
 
-/// The files of `dir` (names starting with a dot included) and their bytes.
-fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let name = e.file_name().to_string_lossy().into_owned();
-            (name, std::fs::read(e.path()).unwrap_or_default())
-        })
-        .collect()
-}
-
 /// Runs `script` as `sh -c` in a private user and mount namespace; `None` when the system
 /// refuses the namespace or the mount.
 fn in_namespace(script: &str) -> Option<std::process::Output> {

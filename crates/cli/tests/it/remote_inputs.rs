@@ -72,18 +72,6 @@ fn write_scene(path: &Path, w: usize, h: usize, seed: usize, x0: f64) {
     );
 }
 
-/// The files of `dir` and their bytes.
-fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let name = e.file_name().to_string_lossy().into_owned();
-            (name, std::fs::read(e.path()).unwrap())
-        })
-        .collect()
-}
-
 /// The class indices of a class map, decoded by `tiles` (not by the writer under test).
 fn class_map(path: &Path) -> (Vec<u8>, Option<[f64; 6]>) {
     let (image, geo) = tiles::read_image(path).unwrap();
