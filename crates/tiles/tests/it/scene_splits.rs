@@ -307,3 +307,22 @@ fn scenes_sharing_a_file_stem_are_an_error() {
     let msg = prepare_scenes(&o).unwrap_err().to_string();
     assert!(msg.contains("same file stem"), "{msg}");
 }
+
+/// The progress hook hears each scene's two passes in order (survey, then tiling), ending at
+/// the total a progress bar was given.
+#[test]
+fn progress_hook_hears_both_passes_of_each_scene() {
+    let d = tempfile::tempdir().unwrap();
+    let geo = utm33(355_000.0, 4_650_000.0, 30.0);
+    let (scene, mask) = scene_pair(d.path(), (300, 300), &geo, Some(&geo));
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut opts = options(&scene, &mask, &d.path().join("out"));
+    opts.progress = tiles::ProgressHook(Some({
+        let heard = heard.clone();
+        std::sync::Arc::new(move |p: tiles::SceneProgress| {
+            heard.lock().unwrap().push((p.done, p.total))
+        })
+    }));
+    prepare_scenes(&opts).unwrap();
+    assert_eq!(*heard.lock().unwrap(), vec![(1, 2), (2, 2)]);
+}
