@@ -39,8 +39,10 @@ pub struct PlanArgs {
     /// `cuda` and `wgpu` burn's ops with segformer's recomputing attention and loss, in CubeCL's
     /// memory pool. NOTE: the live bytes are calibrated on the CPU backend and the pool's
     /// reserve on burn-wgpu over lavapipe (software Vulkan); no real GPU has measured them yet.
+    /// Several devices (cuda:0,cuda:1) train data-parallel: the plan is then each device's,
+    /// for the micro-batch each of them runs.
     #[arg(long, default_value = "cpu")]
-    device: train::Device,
+    device: train::Devices,
     /// The model's kernels: auto, recompute (no fused CPU kernels) or composed (burn's plain
     /// composition); segformer resolves the choice for --device.
     #[arg(long, default_value = "auto")]
@@ -104,6 +106,14 @@ fn plan_loss(a: &PlanArgs) -> Result<segformer::SegLoss> {
     Ok(loss.resolve(a.num_labels, None)?)
 }
 
+/// What a fit says when it is each device's.
+fn per_device(n: usize) -> String {
+    match n {
+        1 => String::new(),
+        _ => format!(" on each of {n} devices"),
+    }
+}
+
 fn parse_size(s: &str) -> Result<(usize, usize)> {
     let parts: Vec<&str> = s.split(['x', 'X', ',']).collect();
     let n = |p: &str| {
@@ -127,7 +137,7 @@ fn parse_size(s: &str) -> Result<(usize, usize)> {
 
 pub fn run(a: &PlanArgs) -> Result<()> {
     let (height, width) = parse_size(&a.size)?;
-    let (precision, device) = (a.precision, a.device);
+    let (precision, device, n) = (a.precision, a.device.primary(), a.device.len());
     let kernels = device.kernel_path(a.kernels);
     check_batch("--batch", a.batch)?;
     if let Some(n) = a.effective_batch {
@@ -168,17 +178,24 @@ pub fn run(a: &PlanArgs) -> Result<()> {
             allocator: device.allocator(),
             loss: Some(&loss),
         };
-        let choice = fit_whole_process(
-            bytes,
-            a.effective_batch.unwrap_or(a.batch),
-            &template,
-            &loader,
-        )
-        .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
+        let effective = a.effective_batch.unwrap_or(a.batch * n);
+        anyhow::ensure!(
+            effective.is_multiple_of(n),
+            "--effective-batch {effective} is not a multiple of the {n} devices of --device {}; \
+             use a multiple of {n}",
+            a.device
+        );
+        let choice = fit_whole_process(bytes, effective / n, &template, &loader)
+            .map_err(|e| anyhow::anyhow!("--memory-budget: {e}"))?;
         if a.json {
             outln!("{}", serde_json::to_string_pretty(&choice)?)?;
         } else {
-            outln!("{}\n\n{}", choice.reason(), choice.estimate)?;
+            outln!(
+                "{}{}\n\n{}",
+                choice.reason(),
+                per_device(n),
+                choice.estimate
+            )?;
         }
         return Ok(());
     }
@@ -197,6 +214,14 @@ pub fn run(a: &PlanArgs) -> Result<()> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&estimate)?)?;
     } else {
+        if n > 1 {
+            outln!(
+                "each of {n} devices ({}): micro-batch {} (a step takes {} × accumulation samples)\n",
+                a.device,
+                a.batch,
+                a.batch * n
+            )?;
+        }
         outln!("{estimate}")?;
         let what = match kernels {
             KernelPath::Fused => None,

@@ -23,9 +23,11 @@ pub struct TrainArgs {
     /// Continue the run in RUN_DIR from its last checkpoint.
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
-    /// Where to train: cpu, cuda, cuda:N, wgpu or wgpu:N (Vulkan, Metal or DX12).
+    /// Where to train: cpu, cuda, cuda:N, wgpu or wgpu:N (Vulkan, Metal or DX12); several GPUs
+    /// of one kind, comma-separated (cuda:0,cuda:1), train data-parallel: each step then takes
+    /// train.batch_size × devices × train.accumulation_steps samples.
     #[arg(long, default_value = "cpu")]
-    pub device: train::Device,
+    pub device: train::Devices,
     /// The model's kernels: auto (the fastest the device has), recompute (no fused CPU
     /// kernels) or composed (burn's plain composition, for comparison).
     #[arg(long, default_value = "auto")]
@@ -108,7 +110,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         args.device
     );
     let started = Instant::now();
-    let summary = train::run(&cfg, &opts, args.device).map_err(|e| match e {
+    let summary = train::run(&cfg, &opts, args.device.clone()).map_err(|e| match e {
         // A setting that does not fit names its key; the file it came from goes first.
         train::TrainError::Config(_) => {
             anyhow::Error::new(e).context(config_path.display().to_string())

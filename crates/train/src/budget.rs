@@ -4,16 +4,16 @@
 use segformer::Kernels;
 
 use crate::config::TrainConfig;
-use crate::device::Device;
+use crate::device::{Device, Devices};
 use crate::error::TrainError;
 use crate::model::model_config;
 use crate::plan::{LoaderInput, PlanInputTemplate, fit_whole_process, parse_bytes};
 
-/// Applies `[memory] budget`: picks micro-batch, accumulation, precision and checkpointing so
-/// the predicted peak of the whole process (the step, the process baseline and the loader's
-/// samples: [`fit_whole_process`]) fits and the effective batch (`memory.effective_batch`,
-/// else `batch_size × accumulation_steps`) is kept, for a model whose layers run `kernels`.
-/// Returns why, or `None` without a budget.
+/// Applies `[memory] budget` (each device's): picks micro-batch, accumulation, precision and
+/// checkpointing so the predicted peak of the whole process (the step, the process baseline
+/// and the loader's samples: [`fit_whole_process`]) fits and the effective batch
+/// (`memory.effective_batch`, else `batch_size × devices × accumulation_steps`) is kept, for a
+/// model whose layers run `kernels`. Returns why, or `None` without a budget.
 ///
 /// With `memory.host` (the machine, which the binary passes in), it then checks the run
 /// against the machine before anything is allocated: `train.workers` against its cores, and
@@ -21,13 +21,14 @@ use crate::plan::{LoaderInput, PlanInputTemplate, fit_whole_process, parse_bytes
 /// (`data.size`, `train.batch_size` or `train.prefetch`) with the largest that does.
 pub fn fit_memory(
     cfg: &mut TrainConfig,
-    device: Device,
+    devices: &Devices,
     kernels: Kernels,
 ) -> Result<Option<String>, TrainError> {
     if let Some(host) = cfg.memory.host {
         crate::host::check_workers(cfg, &host)?;
     }
-    let reason = fit_budget_of(cfg, device, kernels)?;
+    let device = devices.primary();
+    let reason = fit_budget_of(cfg, devices, kernels)?;
     if let Some(host) = cfg.memory.host {
         let model = planned_model(cfg)?;
         let loss = cfg.loss.for_planning(model.num_labels());
@@ -39,9 +40,10 @@ pub fn fit_memory(
 
 fn fit_budget_of(
     cfg: &mut TrainConfig,
-    device: Device,
+    devices: &Devices,
     kernels: Kernels,
 ) -> Result<Option<String>, TrainError> {
+    let (device, n) = (devices.primary(), devices.len());
     let Some(budget) = cfg.memory.budget.clone() else {
         return Ok(None);
     };
@@ -51,11 +53,17 @@ fn fit_budget_of(
     let effective = cfg
         .memory
         .effective_batch
-        .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps);
+        .unwrap_or(cfg.train.batch_size * cfg.train.accumulation_steps * n);
+    if !effective.is_multiple_of(n) {
+        return Err(TrainError::Config(format!(
+            "`memory.effective_batch` = {effective} is not a multiple of the {n} devices \
+             ({devices}); use a multiple of {n}"
+        )));
+    }
     let loss = cfg.loss.for_planning(model.num_labels());
     let choice = fit_whole_process(
         bytes,
-        effective,
+        effective / n,
         &template(cfg, &model, &loss, device, kernels),
         &loader_input(cfg),
     )
@@ -64,7 +72,10 @@ fn fit_budget_of(
     cfg.train.accumulation_steps = choice.accumulation_steps;
     cfg.train.precision = choice.precision;
     cfg.train.checkpointing = choice.checkpointing;
-    Ok(Some(choice.reason()))
+    Ok(Some(match n {
+        1 => choice.reason(),
+        _ => format!("{} on each of {n} devices", choice.reason()),
+    }))
 }
 
 /// The loader a run feeds its steps with.
@@ -138,7 +149,7 @@ mod tests {
             "batch_size = 8\n[memory]\nbudget = \"1GiB\"",
         );
         let mut cfg = TrainConfig::from_toml_str(&text, &[]).unwrap();
-        let reason = fit_memory(&mut cfg, Device::Cpu, Kernels::Auto)
+        let reason = fit_memory(&mut cfg, &Device::Cpu.into(), Kernels::Auto)
             .unwrap()
             .expect("a budget was given");
         assert_eq!(
@@ -151,7 +162,7 @@ mod tests {
         // burn-cuda runs burn's composed ops (with the recomputing attention and loss), which
         // keep more than the fused CPU kernels: the same budget holds fewer images there.
         let mut on_gpu = TrainConfig::from_toml_str(&text, &[]).unwrap();
-        let gpu_reason = fit_memory(&mut on_gpu, Device::Cuda(0), Kernels::Auto)
+        let gpu_reason = fit_memory(&mut on_gpu, &Device::Cuda(0).into(), Kernels::Auto)
             .unwrap()
             .unwrap();
         assert_eq!(on_gpu.train.batch_size * on_gpu.train.accumulation_steps, 8);
@@ -160,7 +171,7 @@ mod tests {
             "cpu: {reason}; cuda: {gpu_reason}"
         );
         cfg.memory.budget = Some("a lot".into());
-        let e = fit_memory(&mut cfg, Device::Cpu, Kernels::Auto)
+        let e = fit_memory(&mut cfg, &Device::Cpu.into(), Kernels::Auto)
             .unwrap_err()
             .to_string();
         assert!(e.contains("memory.budget") && e.contains("a lot"), "{e}");

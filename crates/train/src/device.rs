@@ -60,6 +60,93 @@ impl std::fmt::Display for Device {
     }
 }
 
+/// The devices a run trains on: one, or several of one kind for data-parallel training
+/// (`cuda:0,cuda:1`), each holding a replica of the model that steps on the all-reduced
+/// gradients of the group ([`crate::train_data_parallel`]). The first is the primary: it
+/// evaluates, and its replica is the one checkpointed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Devices(Vec<Device>);
+
+/// A comma-separated list of [`Device`]s of one kind, each once: `cuda:0,cuda:1`, `wgpu:0,wgpu:1`.
+impl FromStr for Devices {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let list = s
+            .split(',')
+            .map(str::parse::<Device>)
+            .collect::<Result<Vec<_>, _>>()?;
+        Devices::new(list).map_err(|e| format!("`{s}`: {e}"))
+    }
+}
+
+/// `cuda:0,cuda:1`, as [`FromStr`] reads it.
+impl std::fmt::Display for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.0.iter().map(Device::to_string).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl From<Device> for Devices {
+    fn from(device: Device) -> Self {
+        Devices(vec![device])
+    }
+}
+
+impl Devices {
+    /// `list` as a run's devices: at least one, all of one kind, none twice (the CPU is one
+    /// device: several CPU peers exist only through [`crate::train_data_parallel`], for tests).
+    pub fn new(list: Vec<Device>) -> Result<Self, String> {
+        let Some(&first) = list.first() else {
+            return Err("no device given; use e.g. cuda:0 or cuda:0,cuda:1".into());
+        };
+        if let Some(other) = list
+            .iter()
+            .find(|d| d.backend_kind() != first.backend_kind())
+        {
+            return Err(format!(
+                "{first} and {other} are different kinds of device; data-parallel training \
+                 runs on devices of one kind (e.g. cuda:0,cuda:1)"
+            ));
+        }
+        for (i, d) in list.iter().enumerate() {
+            if list[..i].contains(d) {
+                return Err(format!(
+                    "{d} is named twice; each device holds one replica (e.g. cuda:0,cuda:1)"
+                ));
+            }
+        }
+        Ok(Devices(list))
+    }
+
+    /// The primary device: it evaluates, and its replica is checkpointed.
+    pub fn primary(&self) -> Device {
+        self.0[0]
+    }
+
+    /// How many devices: the replicas of the model, and the factor between the micro-batch
+    /// and one round of the group.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always false: a run has at least one device.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The devices, the primary first.
+    pub fn iter(&self) -> impl Iterator<Item = Device> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// Checks every device ([`Device::check_available`]).
+    pub fn check_available(&self) -> Result<(), TrainError> {
+        self.iter().try_for_each(Device::check_available)
+    }
+}
+
 impl Device {
     /// The implementation of the layers a model with `kernels` runs when training here:
     /// segformer's resolution for this device's backend (burn-flex on the CPU, burn-cuda or
@@ -238,6 +325,26 @@ mod tests {
         for bad in ["tpu", "wgpu:", "cuda:x"] {
             let e = bad.parse::<Device>().unwrap_err();
             assert!(e.contains(bad) && e.contains("wgpu:N"), "{e}");
+        }
+    }
+
+    #[test]
+    fn parses_device_lists() {
+        let two: Devices = "cuda:0,cuda:1".parse().unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(two.primary(), Device::Cuda(0));
+        assert_eq!(two.to_string(), "cuda:0,cuda:1");
+        assert_eq!(two.to_string().parse::<Devices>().unwrap(), two);
+        let one: Devices = "wgpu".parse().unwrap();
+        assert_eq!(one, Devices::from(Device::Wgpu(0)));
+        for (bad, says) in [
+            ("cuda:0,wgpu:0", "different kinds"),
+            ("cuda:1,cuda:1", "cuda:1 is named twice"),
+            ("cpu,cpu", "cpu is named twice"),
+            ("cuda:0,tpu", "`tpu` is not a device"),
+        ] {
+            let e = bad.parse::<Devices>().unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 

@@ -45,11 +45,11 @@ pub use config::{
     DataConfig, Host, LoopConfig, MAX_BATCH, MAX_PREFETCH, MAX_SIDE, MAX_WORKERS, MemoryConfig,
     ModelConfig, Normalize, Precision, TrainConfig, WORKERS_PER_CORE,
 };
-pub use device::Device;
 #[cfg(feature = "cuda")]
 pub use device::cuda_device;
 #[cfg(feature = "wgpu")]
 pub use device::wgpu_adapter;
+pub use device::{Device, Devices};
 pub use early_stop::{EarlyStopState, EarlyStopping};
 pub use error::TrainError;
 pub use infer::EvalResult;
@@ -57,7 +57,7 @@ pub use infer::Metric;
 pub use loss::{ClassWeights, LossConfig, LossName, LossTermConfig};
 pub use run::run;
 pub use schedule::{ScheduleConfig, ScheduleKind};
-pub use trainer::{RunOptions, RunSummary, can_resume, train};
+pub use trainer::{RunOptions, RunSummary, can_resume, train, train_data_parallel};
 
 // The model and its data, for callers that build their own loop.
 pub use data::{Loader, LoaderOptions, SampleSource};

@@ -146,6 +146,26 @@ impl<B: AutodiffBackend> AdamW<B> {
         )
     }
 
+    /// This optimizer with its state on `device`: a data-parallel replica's.
+    pub fn to_device(&self, device: &burn::tensor::Device<B::InnerBackend>) -> Self {
+        let state = self
+            .state
+            .iter()
+            .map(|(k, s)| {
+                let moments = Moments {
+                    m: s.m.clone().to_device(device),
+                    v: s.v.clone().to_device(device),
+                };
+                (k.clone(), moments)
+            })
+            .collect();
+        Self {
+            config: self.config.clone(),
+            state,
+            steps: self.steps,
+        }
+    }
+
     /// The optimizer state as named flat tensors (`<path>.exp_avg`, `<path>.exp_avg_sq`), for checkpoints.
     pub fn state_tensors(&self) -> Vec<(String, TensorData)> {
         let mut out: Vec<(String, TensorData)> = Vec::new();

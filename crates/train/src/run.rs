@@ -1,6 +1,6 @@
-//! Running a training config on a device: the backend type chosen once from the
-//! [`Device`] and the checkpointing setting, with a backend's out-of-memory panic turned into
-//! the planner's report.
+//! Running a training config on its devices: the backend type chosen once from the
+//! [`Devices`]' kind and the checkpointing setting, with a backend's out-of-memory panic turned
+//! into the planner's report.
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
@@ -8,33 +8,57 @@ use segformer::Kernels;
 
 use crate::budget::{fit_memory, planned_model, template};
 use crate::config::TrainConfig;
-use crate::device::Device;
+use crate::device::{Device, Devices};
 use crate::error::TrainError;
 use crate::plan::fit_budget;
-use crate::trainer::{RunOptions, RunSummary, train};
+use crate::trainer::{RunOptions, RunSummary, train_data_parallel as train};
 
-/// Trains on `device`, with Burn's balanced activation checkpointing when the config asks.
+/// Trains on `devices` (one, or several of one kind for data-parallel training:
+/// [`crate::train_data_parallel`]), with Burn's balanced activation checkpointing when the
+/// config asks.
 ///
-/// The device is checked first, then the config is fitted to its memory ([`fit_memory`]:
+/// The devices are checked first, then the config is fitted to their memory ([`fit_memory`]:
 /// `[memory] budget`, the machine's cores and RAM when `cfg.memory.host` is set), before any
 /// data or model is loaded: an unusable device or an oversized setting is one error.
-pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSummary, TrainError> {
-    device.check_available()?;
+pub fn run(
+    cfg: &TrainConfig,
+    opts: &RunOptions,
+    devices: impl Into<Devices>,
+) -> Result<RunSummary, TrainError> {
+    let devices = devices.into();
+    devices.check_available()?;
     let mut fitted = cfg.clone();
-    if let Some(reason) = fit_memory(&mut fitted, device, opts.kernels)? {
+    if let Some(reason) = fit_memory(&mut fitted, &devices, opts.kernels)? {
         eprintln!("memory: {reason}");
     }
     let cfg = &fitted;
+    let device = devices.primary();
     match device {
         Device::Cpu if cfg.train.checkpointing => {
-            train::<Autodiff<Flex, BalancedCheckpointing>>(cfg, opts, &Default::default())
+            train::<Autodiff<Flex, BalancedCheckpointing>>(cfg, opts, &[Default::default()])
         }
-        Device::Cpu => train::<Autodiff<Flex>>(cfg, opts, &Default::default()),
+        Device::Cpu => train::<Autodiff<Flex>>(cfg, opts, &[Default::default()]),
         #[cfg(feature = "cuda")]
-        Device::Cuda(index) => {
+        Device::Cuda(_) => {
             use burn::backend::Cuda;
-            let d = crate::device::cuda_device(index)?;
-            let measured = || crate::device::cuda_memory(index);
+            let indices: Vec<usize> = devices
+                .iter()
+                .filter_map(|d| match d {
+                    Device::Cuda(i) => Some(i),
+                    _ => None,
+                })
+                .collect();
+            let d = indices
+                .iter()
+                .map(|&i| crate::device::cuda_device(i))
+                .collect::<Result<Vec<_>, _>>()?;
+            // The device that ran out is not known: the most used one is reported.
+            let measured = || {
+                indices
+                    .iter()
+                    .filter_map(|&i| crate::device::cuda_memory(i))
+                    .max()
+            };
             if cfg.train.checkpointing {
                 guarded(cfg, device, opts.kernels, measured, &|| {
                     train::<Autodiff<Cuda, BalancedCheckpointing>>(cfg, opts, &d)
@@ -48,19 +72,27 @@ pub fn run(cfg: &TrainConfig, opts: &RunOptions, device: Device) -> Result<RunSu
         #[cfg(not(feature = "cuda"))]
         Device::Cuda(_) => Err(device.not_built()),
         #[cfg(feature = "wgpu")]
-        Device::Wgpu(index) => {
+        Device::Wgpu(_) => {
             use burn::backend::Wgpu;
-            let adapter = crate::device::wgpu_adapter(index)?;
-            crate::device::check_precision(cfg.train.precision, &adapter)?;
-            let d = adapter.device.clone();
-            let measured = || crate::device::wgpu_memory(&d);
+            let adapters = devices
+                .iter()
+                .filter_map(|d| match d {
+                    Device::Wgpu(i) => Some(crate::device::wgpu_adapter(i)),
+                    _ => None,
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            for adapter in &adapters {
+                crate::device::check_precision(cfg.train.precision, adapter)?;
+            }
+            let d: Vec<_> = adapters.iter().map(|a| a.device.clone()).collect();
+            let measured = || d.iter().filter_map(crate::device::wgpu_memory).max();
             if cfg.train.checkpointing {
                 guarded(cfg, device, opts.kernels, measured, &|| {
-                    train::<Autodiff<Wgpu, BalancedCheckpointing>>(cfg, opts, &adapter.device)
+                    train::<Autodiff<Wgpu, BalancedCheckpointing>>(cfg, opts, &d)
                 })
             } else {
                 guarded(cfg, device, opts.kernels, measured, &|| {
-                    train::<Autodiff<Wgpu>>(cfg, opts, &adapter.device)
+                    train::<Autodiff<Wgpu>>(cfg, opts, &d)
                 })
             }
         }

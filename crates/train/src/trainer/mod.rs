@@ -1,33 +1,34 @@
 //! The training loop, as a [`Trainer`] that the run drives epoch by epoch.
 //!
-//! Per micro-batch ([`Trainer::micro_batch`]): forward, loss, backward, gradients added to the
-//! group's. Per group of `accumulation_steps` micro-batches ([`Trainer::optimizer_step`]): one
-//! AdamW step, whose [`StepOutcome`] says whether it was applied. Per epoch
+//! Per round of micro-batches ([`Trainer::micro_batches`], one per device: see `replicas.rs`
+//! for several): forward, loss, backward, gradients added to the group's. Per group of
+//! `accumulation_steps` rounds ([`Trainer::optimizer_step`]): the gradients summed across the
+//! devices, then one AdamW step, whose [`StepOutcome`] says whether it was applied. Per epoch
 //! ([`Trainer::end_epoch`]): evaluation when due, metrics, plots and checkpoints. Nothing from
 //! a step outlives it: the loss is read back as a plain `f32` and the graph is consumed by
 //! `backward`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use augment::Batch;
 use burn::module::{AutodiffModule, Module};
-use burn::optim::{GradientsAccumulator, GradientsParams};
-use burn::prelude::ToElement;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use infer::{EvalResult, batch_tensors};
+use infer::EvalResult;
 use segformer::Segformer;
 
 use crate::checkpoint::{RunDir, TrainerState, save_checkpoint};
 use crate::config::{LoopConfig, TrainConfig};
 use crate::data::{Loader, LoaderOptions, SampleSource, epoch_order};
 use crate::error::TrainError;
-use crate::optim::AdamW;
 use crate::report::{EpochRecord, Reporter, StepRecord};
 use crate::run_data::RunData;
 
+mod replicas;
 mod start;
+
+use replicas::{Collective, Replica, on_each};
 
 /// How to run: where to write, whether to resume.
 #[derive(Clone, Debug)]
@@ -75,7 +76,22 @@ pub fn train<B: AutodiffBackend>(
     opts: &RunOptions,
     device: &B::Device,
 ) -> Result<RunSummary, TrainError> {
-    let mut trainer = Trainer::<B>::new(cfg, opts, device)?;
+    train_data_parallel::<B>(cfg, opts, std::slice::from_ref(device))
+}
+
+/// [`train`] data-parallel on `devices` (one replica of the model each, the first the
+/// primary, which evaluates and is checkpointed): every optimizer step takes
+/// `train.batch_size × devices × train.accumulation_steps` samples, one micro-batch per device
+/// at a time, and sums their gradients across the devices with burn-collective's all-reduce.
+/// The result equals one device accumulating the same micro-batches, up to the order of the
+/// gradient sums; BatchNorm's batch statistics are per micro-batch either way, and the running
+/// statistics kept are the primary's.
+pub fn train_data_parallel<B: AutodiffBackend>(
+    cfg: &TrainConfig,
+    opts: &RunOptions,
+    devices: &[B::Device],
+) -> Result<RunSummary, TrainError> {
+    let mut trainer = Trainer::<B>::new(cfg, opts, devices)?;
     while trainer.state.epoch < cfg.train.epochs
         && !trainer.out_of_steps()
         && trainer.state.stopped.is_none()
@@ -97,19 +113,17 @@ pub(crate) enum StepOutcome {
     NonFinite,
 }
 
-/// The micro-batches whose gradients are being accumulated for the next optimizer step.
-struct Group<B: AutodiffBackend> {
-    grads: GradientsAccumulator<Segformer<B>>,
+/// The micro-batches of the next optimizer step so far (their gradients are the replicas').
+struct Group {
     /// Mean loss of the group so far (each micro-batch's loss divided by the group's size).
     loss: f64,
     /// Whether every micro-batch of the group had a finite loss.
     finite: bool,
 }
 
-impl<B: AutodiffBackend> Group<B> {
+impl Group {
     fn new() -> Self {
         Self {
-            grads: GradientsAccumulator::new(),
             loss: 0.0,
             finite: true,
         }
@@ -149,18 +163,20 @@ impl EpochTally {
 pub(crate) struct Trainer<'a, B: AutodiffBackend> {
     cfg: &'a TrainConfig,
     run: RunDir,
-    device: B::Device,
     data: RunData,
-    /// Always `Some` between calls: AdamW takes the model by value for its step.
-    model: Option<Segformer<B>>,
-    optim: AdamW<B>,
+    /// One per device, the primary first; identical after every optimizer step.
+    replicas: Vec<Replica<B>>,
+    /// The all-reduce between the replicas (`None` on one device).
+    collective: Option<Collective<B>>,
+    /// Held by a replica while it seeds burn's process-wide RNG and runs its forward.
+    rng: Mutex<()>,
     state: TrainerState,
     reporter: Reporter,
     batches_per_epoch: usize,
     total_steps: u64,
     /// f16: scale the loss so small gradients survive; AdamW unscales them.
     use_scaler: bool,
-    group: Group<B>,
+    group: Group,
     tally: EpochTally,
     last_eval: Option<EvalResult>,
     /// The training loss (`[loss]`).
@@ -168,10 +184,14 @@ pub(crate) struct Trainer<'a, B: AutodiffBackend> {
 }
 
 impl<'a, B: AutodiffBackend> Trainer<'a, B> {
+    /// The primary replica's model: the one evaluated and checkpointed.
     fn model(&self) -> &Segformer<B> {
-        self.model
-            .as_ref()
-            .expect("the model is back after every step")
+        self.replicas[0].model()
+    }
+
+    /// Micro-batches per optimizer step: `accumulation_steps` rounds of one per device.
+    fn group_size(&self) -> usize {
+        self.cfg.train.accumulation_steps * self.replicas.len()
     }
 
     fn out_of_steps(&self) -> bool {
@@ -191,18 +211,25 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             prefetch: t.prefetch,
         };
         let loader = Loader::new(self.data.train.clone(), order, epoch, options);
-        let steps = loader.remaining_batches().div_ceil(t.accumulation_steps);
+        let steps = loader.remaining_batches().div_ceil(self.group_size());
         self.reporter.start_epoch(self.state.epoch, steps);
         self.group = Group::new();
         self.tally = EpochTally::new();
+        let mut round = Vec::with_capacity(self.replicas.len());
         for (offset, batch) in loader.enumerate() {
             let b = first_batch + offset;
-            self.micro_batch(b, &batch?);
+            round.push(batch?);
+            // A round is one micro-batch per device; the last of a short group may have fewer.
+            if round.len() < self.replicas.len() && b + 1 < self.group_end(b) {
+                continue;
+            }
+            self.micro_batches(b + 1 - round.len(), &round);
+            round.clear();
             if b + 1 < self.group_end(b) {
                 continue;
             }
             let lr = self.lr();
-            let outcome = self.optimizer_step(lr, b + 1);
+            let outcome = self.optimizer_step(lr, b + 1)?;
             self.after_step(outcome, lr)?;
             if self.out_of_steps() {
                 break;
@@ -211,44 +238,45 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         self.end_epoch()
     }
 
-    /// One past the last micro-batch of the accumulation group of micro-batch `b` (the last
-    /// group of an epoch may be short).
+    /// One past the last micro-batch of the group of micro-batch `b` (the last group of an
+    /// epoch may be short).
     fn group_end(&self, b: usize) -> usize {
-        let k = self.cfg.train.accumulation_steps;
+        let k = self.group_size();
         let start = b / k * k;
         start + k.min(self.batches_per_epoch - start)
     }
 
-    /// Forward, loss and backward of micro-batch `b` of the epoch; its gradients join the
-    /// group's. A non-finite loss marks the group instead (its graph is dropped unused).
-    pub(crate) fn micro_batch(&mut self, b: usize, batch: &Batch) {
+    /// Forward, loss and backward of micro-batches `first..first + round.len()` of the epoch,
+    /// the `i`-th on replica `i` (side by side when there are several); their gradients join
+    /// the group's. A non-finite loss marks the group instead (its graph is dropped unused).
+    pub(crate) fn micro_batches(&mut self, first: usize, round: &[Batch]) {
         let t = &self.cfg.train;
-        let group_start = b / t.accumulation_steps * t.accumulation_steps;
-        let group_len = (self.group_end(b) - group_start) as f64;
-        // Dropout and drop path draw from the backend RNG: reseed per micro-batch so a resumed
-        // run draws exactly what the uninterrupted one would have.
-        B::seed(&self.device, mix(t.seed, self.state.epoch as u64, b as u64));
-        let (x, y) = batch_tensors::<B>(batch, &self.device);
-        self.tally.images += batch.n;
-        let model = self
-            .model
-            .as_ref()
-            .expect("the model is back after every step");
-        let loss = model.loss_with(model.forward(x), y, &self.loss);
-        let value = loss.clone().into_scalar().to_f64();
-        if !value.is_finite() {
-            self.group.finite = false;
-            return;
-        }
-        self.group.loss += value / group_len;
+        let group_start = first / self.group_size() * self.group_size();
+        let group_len = (self.group_end(first) - group_start) as f64;
         let scale = if self.use_scaler {
             self.state.scaler.scale()
         } else {
             1.0
         };
-        let grads = loss.mul_scalar(scale / group_len).backward();
-        let grads = GradientsParams::from_grads(grads, model);
-        self.group.grads.accumulate(model, grads);
+        let epoch = self.state.epoch as u64;
+        let (loss_fn, seed) = (&self.loss, t.seed);
+        // Dropout and drop path draw from the backend RNG: reseeded per micro-batch so a
+        // resumed run draws exactly what the uninterrupted one would have.
+        let rng = (self.replicas.len() > 1).then_some(&self.rng);
+        let losses = on_each(&mut self.replicas, |i, replica| {
+            round.get(i).map(|batch| {
+                let seed = mix(seed, epoch, (first + i) as u64);
+                replica.micro_batch(batch, seed, scale / group_len, loss_fn, rng)
+            })
+        });
+        for (value, batch) in losses.into_iter().flatten().zip(round) {
+            self.tally.images += batch.n;
+            if value.is_finite() {
+                self.group.loss += value / group_len;
+            } else {
+                self.group.finite = false;
+            }
+        }
     }
 
     /// The learning rate of the next optimizer step.
@@ -262,21 +290,26 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     }
 
     /// One AdamW step on the group's gradients at `lr`; the epoch continues at `next_batch`.
-    pub(crate) fn optimizer_step(&mut self, lr: f64, next_batch: usize) -> StepOutcome {
-        let grads = self.group.grads.grads();
+    pub(crate) fn optimizer_step(
+        &mut self,
+        lr: f64,
+        next_batch: usize,
+    ) -> Result<StepOutcome, TrainError> {
         let grad_scale = if self.use_scaler {
             1.0 / self.state.scaler.scale()
         } else {
             1.0
         };
-        let applied = self.group.finite && {
-            let model = self
-                .model
-                .take()
-                .expect("the model is back after every step");
-            let (model, stats) = self.optim.step(lr, model, grads, grad_scale);
-            self.model = Some(model);
-            stats.applied
+        let applied = if self.group.finite {
+            let collective = self.collective.as_ref();
+            // Every replica applies the same summed gradients, so all agree on `applied`.
+            let applied = on_each(&mut self.replicas, |i, replica| {
+                replica.step(lr, grad_scale, collective.map(|c| c.peer(i)))
+            });
+            applied.into_iter().collect::<Result<Vec<_>, _>>()?[0]
+        } else {
+            self.replicas.iter_mut().for_each(Replica::discard);
+            false
         };
         let state = &mut self.state;
         state.step += 1;
@@ -284,9 +317,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if self.use_scaler {
             state.scaler.update(applied);
         }
-        if applied {
+        Ok(if applied {
             state.bad_steps = 0;
-            state.optimizer_steps = self.optim.steps();
+            state.optimizer_steps = self.replicas[0].optim.steps();
             StepOutcome::Applied
         } else {
             state.skipped_steps += 1;
@@ -298,7 +331,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 state.bad_steps += 1;
                 StepOutcome::NonFinite
             }
-        }
+        })
     }
 
     /// Logs the step, stops a diverging run, writes the periodic checkpoint, and starts the
@@ -403,7 +436,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// TensorBoard events logged so far (a resume from this checkpoint keeps them).
     fn save(&mut self, dir: &Path) -> Result<(), TrainError> {
         self.reporter.flush();
-        save_checkpoint(dir, self.model(), &self.optim, &self.state)
+        let primary = &self.replicas[0];
+        save_checkpoint(dir, primary.model(), &primary.optim, &self.state)
     }
 
     /// Closes the log and reports the run.

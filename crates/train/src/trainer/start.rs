@@ -2,11 +2,12 @@
 //! position, the loss resolved and the run's log opened with what it says before the first
 //! step.
 
+use burn::module::Module;
 use burn::tensor::FloatDType;
 use burn::tensor::backend::AutodiffBackend;
 use segformer::Segformer;
 
-use super::{EpochTally, Group, RunOptions, Trainer};
+use super::{Collective, EpochTally, Group, Replica, RunOptions, Trainer};
 use crate::checkpoint::{RunDir, TrainerState, load_trainer_state};
 use crate::config::{Precision, TrainConfig};
 use crate::error::TrainError;
@@ -17,12 +18,15 @@ use crate::run_data::{RunData, resolve_data};
 
 impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// Resolves the data, builds (or, with `opts.resume`, reloads) the model and the optimizer,
-    /// and opens the run's log.
+    /// copies both to every device after the first, and opens the run's log.
     pub(crate) fn new(
         cfg: &'a TrainConfig,
         opts: &RunOptions,
-        device: &B::Device,
+        devices: &[B::Device],
     ) -> Result<Self, TrainError> {
+        let Some(device) = devices.first() else {
+            return Err(TrainError::Config("no device to train on".into()));
+        };
         let run = RunDir(opts.run_dir.clone());
         std::fs::create_dir_all(&opts.run_dir).map_err(|e| TrainError::io(&opts.run_dir, e))?;
         let data = resolve_data(cfg)?;
@@ -38,6 +42,20 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let model = model
             .with_compute_dtype(compute_dtype(t.precision))
             .with_kernels(opts.kernels);
+        let group = t.accumulation_steps * devices.len();
+        if !state.next_batch.is_multiple_of(group) {
+            return Err(TrainError::Checkpoint {
+                path: run.last(),
+                reason: format!(
+                    "it stopped at micro-batch {} of its epoch, inside a group of {group} \
+                     (train.accumulation_steps = {} on {} devices); resume on the number of \
+                     devices it was trained on",
+                    state.next_batch,
+                    t.accumulation_steps,
+                    devices.len()
+                ),
+            });
+        }
         let reporter = Reporter::new(
             &opts.run_dir,
             cfg,
@@ -63,18 +81,25 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             device,
         );
         let batches_per_epoch = data.train.dataset.len().div_ceil(t.batch_size);
-        let steps_per_epoch = batches_per_epoch.div_ceil(t.accumulation_steps);
+        let steps_per_epoch = batches_per_epoch.div_ceil(group);
         let total_steps = match t.max_steps {
             Some(max) => ((t.epochs * steps_per_epoch) as u64).min(max as u64),
             None => (t.epochs * steps_per_epoch) as u64,
         };
+        // The other replicas: the same weights and optimizer state on their devices.
+        let mut replicas: Vec<Replica<B>> = devices[1..]
+            .iter()
+            .map(|d| Replica::new(d.clone(), model.clone().fork(d), optim.to_device(d)))
+            .collect();
+        replicas.insert(0, Replica::new(device.clone(), model, optim));
+        let collective = Collective::start(devices)?;
         Ok(Self {
             cfg,
             run,
-            device: device.clone(),
             data,
-            model: Some(model),
-            optim,
+            replicas,
+            collective,
+            rng: Default::default(),
             state,
             reporter,
             batches_per_epoch,

@@ -6,6 +6,7 @@
 mod adamw_parity;
 mod common;
 mod config_reference;
+mod data_parallel;
 mod memory_plan;
 mod memory_plan_recompute;
 mod mixed_precision;

@@ -1,0 +1,158 @@
+//! Data-parallel training (`train_data_parallel`, burn-collective's all-reduce of the
+//! gradients) checked on the CPU without GPUs: two peers on burn-flex against one device.
+//!
+//! The reference for two peers with micro-batch `m` and `a` accumulation steps is one device
+//! with micro-batch `m` and `2a` accumulation steps, fed the same micro-batches: the effective
+//! batch is the same, and so are BatchNorm's batch statistics, which are per device (as in
+//! PyTorch's DDP without SyncBatchNorm) and so per micro-batch on both sides. A single device
+//! running the combined `2m` batch in one forward would normalise over `2m` samples and is
+//! not the reference. The running statistics kept by two peers are the primary's (updated by
+//! its own micro-batches only, as DDP keeps rank 0's), so they are left out of the comparison.
+//! What remains differs only by the order of the gradient sums: peer sums `(g0 + g2) + (g1 + g3)`
+//! against `((g0 + g1) + g2) + g3`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use burn::backend::{Autodiff, Flex};
+use train::{RunOptions, TrainConfig};
+
+use crate::common::alone;
+use crate::training::{config, dataset};
+
+type B = Autodiff<Flex>;
+
+/// The f32 tensors of a checkpoint's `model.safetensors`, by name.
+fn tensors(checkpoint: &Path) -> BTreeMap<String, Vec<f32>> {
+    let bytes = std::fs::read(checkpoint.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let values = view
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            (name, values)
+        })
+        .collect()
+}
+
+fn is_running_statistic(name: &str) -> bool {
+    name.contains("running_mean") || name.contains("running_var")
+}
+
+fn run_config(root: &Path, accumulation: usize, epochs: usize) -> TrainConfig {
+    // 18 samples in micro-batches of 2: 9 a epoch, so groups of 4 leave a last group of one
+    // micro-batch, where the second peer has none and adds zeros. Stochastic depth and
+    // dropout stay on (mit-tiny's defaults): each micro-batch draws its own seeded masks.
+    config(
+        root,
+        &[
+            &format!("train.epochs={epochs}"),
+            "train.batch_size=2",
+            &format!("train.accumulation_steps={accumulation}"),
+            "schedule.kind=\"constant\"",
+            "train.overlay_samples=0",
+        ],
+    )
+}
+
+#[test]
+fn two_peers_step_like_one_device_accumulating_their_micro_batches() {
+    alone!(two_peers_step_like_one_device_accumulating_their_micro_batches);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = dataset(tmp.path(), 18, 64);
+    let (peers_dir, one_dir) = (tmp.path().join("peers"), tmp.path().join("one"));
+    let peers = train::train_data_parallel::<B>(
+        &run_config(&root, 2, 2),
+        &RunOptions::new(&peers_dir),
+        &[Default::default(), Default::default()],
+    )
+    .unwrap();
+    let one = train::train::<B>(
+        &run_config(&root, 4, 2),
+        &RunOptions::new(&one_dir),
+        &Default::default(),
+    )
+    .unwrap();
+    // 9 micro-batches in groups of 4: 3 steps an epoch on both sides.
+    assert_eq!((peers.steps, one.steps), (6, 6));
+    let (a, b) = (
+        tensors(&peers_dir.join("checkpoints/last")),
+        tensors(&one_dir.join("checkpoints/last")),
+    );
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "the same tensors"
+    );
+    let initial = {
+        // The weights moved: the comparison is not between two untrained models. These are
+        // the run's initial weights (seeded with train.seed before the model is built).
+        let cfg = run_config(&root, 4, 1);
+        let device = Default::default();
+        <B as burn::tensor::backend::Backend>::seed(&device, cfg.train.seed);
+        let names = ["outer".to_string(), "rice_paddy".to_string()];
+        let (model, _) = train::build_model::<B>(&cfg.model, &names, 3, &device).unwrap();
+        let fresh = tmp.path().join("fresh");
+        segformer::save_hf_dir(&model, &fresh).unwrap();
+        tensors(&fresh)
+    };
+    let (mut worst, mut moved, mut compared) = (0f32, 0f32, 0);
+    for (name, x) in &a {
+        if is_running_statistic(name) || name.contains("num_batches_tracked") {
+            continue;
+        }
+        compared += 1;
+        for ((p, q), w0) in x.iter().zip(&b[name]).zip(&initial[name]) {
+            worst = worst.max((p - q).abs());
+            moved = moved.max((q - w0).abs());
+        }
+    }
+    eprintln!(
+        "{compared} parameter tensors: worst |peers - one device| {worst:e}, largest move from \
+         the initial weights {moved:e}"
+    );
+    assert!(compared > 50, "{compared} tensors compared");
+    assert!(moved > 1e-3, "training moved the weights by {moved}");
+    // lr 2e-3 (×10 in the head) over 6 AdamW steps; the sums' order changes the last bits.
+    assert!(
+        worst <= 1e-5,
+        "peers and one device differ by {worst} (the weights moved by up to {moved})"
+    );
+    // The validation metrics come from the primary with its own running statistics: close to,
+    // not equal to, the one device's.
+    let (pm, om) = (
+        peers.last_eval.unwrap().metrics.miou,
+        one.last_eval.unwrap().metrics.miou,
+    );
+    eprintln!("val mIoU: peers {pm:.4}, one device {om:.4}");
+}
+
+#[test]
+fn a_data_parallel_run_resumes_exactly() {
+    alone!(a_data_parallel_run_resumes_exactly);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = dataset(tmp.path(), 18, 64);
+    let two = [Default::default(), Default::default()];
+    let whole = tmp.path().join("whole");
+    train::train_data_parallel::<B>(&run_config(&root, 1, 2), &RunOptions::new(&whole), &two)
+        .unwrap();
+    // The same run stopped after its first epoch and resumed for the second.
+    let split = tmp.path().join("split");
+    train::train_data_parallel::<B>(&run_config(&root, 1, 1), &RunOptions::new(&split), &two)
+        .unwrap();
+    let mut resume = RunOptions::new(&split);
+    resume.resume = true;
+    train::train_data_parallel::<B>(&run_config(&root, 1, 2), &resume, &two).unwrap();
+    let last = |dir: &Path| dir.join("checkpoints/last");
+    for file in ["model.safetensors", "optimizer.safetensors"] {
+        assert!(
+            std::fs::read(last(&whole).join(file)).unwrap()
+                == std::fs::read(last(&split).join(file)).unwrap(),
+            "{file} differs between the uninterrupted and the resumed run"
+        );
+    }
+}
