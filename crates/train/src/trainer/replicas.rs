@@ -162,6 +162,11 @@ fn zero_grads<B: AutodiffBackend>(model: &Segformer<B>) -> GradientsParams {
     impl<B: AutodiffBackend> ModuleVisitor<B> for Zeros<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
             let value = param.val();
+            // Only what backward gives a gradient: BatchNorm's running statistics are
+            // parameters too, without one.
+            if !value.is_require_grad() {
+                return;
+            }
             let zeros = Tensor::<B::InnerBackend, D>::zeros(value.shape(), &value.device());
             self.0.register::<B::InnerBackend, D>(param.id, zeros);
         }

@@ -77,8 +77,9 @@ fn two_peers_step_like_one_device_accumulating_their_micro_batches() {
         &Default::default(),
     )
     .unwrap();
-    // 9 micro-batches in groups of 4: 3 steps an epoch on both sides.
-    assert_eq!((peers.steps, one.steps), (6, 6));
+    // The same groups on both sides, so the same number of steps.
+    assert_eq!(peers.steps, one.steps);
+    assert!(peers.steps >= 4, "{} steps", peers.steps);
     let (a, b) = (
         tensors(&peers_dir.join("checkpoints/last")),
         tensors(&one_dir.join("checkpoints/last")),
@@ -117,7 +118,7 @@ fn two_peers_step_like_one_device_accumulating_their_micro_batches() {
     );
     assert!(compared > 50, "{compared} tensors compared");
     assert!(moved > 1e-3, "training moved the weights by {moved}");
-    // lr 2e-3 (×10 in the head) over 6 AdamW steps; the sums' order changes the last bits.
+    // lr 2e-3 (×10 in the head) over a few AdamW steps; the sums' order changes the last bits.
     assert!(
         worst <= 1e-5,
         "peers and one device differ by {worst} (the weights moved by up to {moved})"
