@@ -47,6 +47,22 @@ impl<B: Backend> BatchNorm2d<B> {
         let running_var = self.running_var.value_sync() * (1.0 - m) + unbiased_var * m;
         self.running_mean.update(running_mean.detach());
         self.running_var.update(running_var.detach());
+        // burn's `RunningState` keeps an update per thread until that thread updates again (or
+        // the module is recorded), then averages what it holds: a model whose forward runs on
+        // a new thread each time (a data-parallel replica) would average successive updates
+        // instead of chaining them. Folding each update in at once keeps the chain whatever
+        // the thread (on one thread it is what the next update would have done first).
+        fold(&self.running_mean);
+        fold(&self.running_var);
+    }
+
+    /// This module with running statistics of its own, equal to these: burn's `RunningState`
+    /// is shared between clones, so replicas of a model cloned from one another would update
+    /// one running estimate from all their threads.
+    pub(crate) fn with_own_running_stats(mut self) -> Self {
+        self.running_mean = own(&self.running_mean);
+        self.running_var = own(&self.running_var);
+        self
     }
 
     /// Batch statistics (and a running-stats update) under autodiff, running stats otherwise.
@@ -80,4 +96,16 @@ impl<B: Backend> BatchNorm2d<B> {
         let x = (x - mean.reshape(shape)) / std;
         x * self.gamma.val().reshape(shape) + self.beta.val().reshape(shape)
     }
+}
+
+/// Folds the pending per-thread updates of `state` into its value (recording a running state
+/// does that; the record is dropped).
+fn fold<B: Backend>(state: &RunningState<Tensor<B, 1>>) {
+    let _ = state.clone().into_record();
+}
+
+/// A running state of its own with `state`'s id and value.
+fn own<B: Backend>(state: &RunningState<Tensor<B, 1>>) -> RunningState<Tensor<B, 1>> {
+    let record = state.clone().into_record();
+    RunningState::with_id(record.id, record.val())
 }

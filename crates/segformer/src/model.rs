@@ -248,6 +248,17 @@ impl<B: Backend> Segformer<B> {
         self
     }
 
+    /// A copy of this model on `device` for data-parallel training: the same parameters (ids
+    /// and values) as `self.clone().fork(device)`, with BatchNorm running statistics of its
+    /// own. burn's running states are shared between clones (and `fork` would move the
+    /// shared one to `device`), so without this every replica would update one running
+    /// estimate, in thread order.
+    pub fn replica(&self, device: &B::Device) -> Self {
+        let mut copy = self.clone();
+        copy.decode_head.batch_norm = copy.decode_head.batch_norm.with_own_running_stats();
+        copy.fork(device)
+    }
+
     /// The mixed-precision compute dtype, if any (see [`Segformer::with_compute_dtype`]).
     pub fn compute_dtype(&self) -> Option<FloatDType> {
         self.compute.dtype

@@ -1,6 +1,8 @@
 //! Building the model a config asks for: a preset, or an HF directory's weights.
 
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::backend::Backend;
+use burn::tensor::{Bool, Int, Tensor};
 use segformer::{LoadReport, Segformer, SegformerConfig};
 
 use crate::config::ModelConfig;
@@ -35,6 +37,12 @@ pub fn preset(name: &str) -> Result<SegformerConfig, TrainError> {
 /// The model for `cfg` with `class_names` outputs and `bands` input channels, and the load
 /// report when weights came from a pretrained directory (whose first kernel is adapted by
 /// `cfg.input_adapt` when its band count differs).
+///
+/// Every parameter is drawn or loaded here, from the backend's RNG as seeded before the call:
+/// burn initialises parameters lazily, at their first use, and a clone of an uninitialised
+/// parameter draws its own values; so without this the initial weights (a preset's, or a
+/// pretrained model's new head) would come from whatever the RNG held at the first forward,
+/// and data-parallel replicas cloned from the model would start from different weights.
 pub fn build_model<B: Backend>(
     cfg: &ModelConfig,
     class_names: &[String],
@@ -42,14 +50,33 @@ pub fn build_model<B: Backend>(
     device: &B::Device,
 ) -> Result<(Segformer<B>, Option<LoadReport>), TrainError> {
     let config = model_config(cfg, class_names, bands)?;
-    match &cfg.pretrained {
+    let (model, report) = match &cfg.pretrained {
         Some(dir) => {
             let (model, report) =
                 segformer::load_pretrained_adapted::<B>(dir, &config, cfg.input_adapt, device)?;
-            Ok((model, Some(report)))
+            (model, Some(report))
         }
-        None => Ok((config.init::<B>(device)?, None)),
+        None => (config.init::<B>(device)?, None),
+    };
+    materialize(&model);
+    Ok((model, report))
+}
+
+/// Initialises every lazily initialised parameter of `model` now, in the module's order.
+fn materialize<B: Backend>(model: &Segformer<B>) {
+    struct Touch;
+    impl<B: Backend> ModuleVisitor<B> for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let _ = param.val();
+        }
+        fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<B, D, Int>>) {
+            let _ = param.val();
+        }
+        fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<B, D, Bool>>) {
+            let _ = param.val();
+        }
     }
+    model.visit(&mut Touch);
 }
 
 /// The architecture `cfg` describes, with `class_names` outputs and `bands` input channels

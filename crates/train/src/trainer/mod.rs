@@ -168,8 +168,9 @@ pub(crate) struct Trainer<'a, B: AutodiffBackend> {
     replicas: Vec<Replica<B>>,
     /// The all-reduce between the replicas (`None` on one device).
     collective: Option<Collective<B>>,
-    /// Held by a replica while it seeds burn's process-wide RNG and runs its forward.
-    rng: Mutex<()>,
+    /// Held by a replica for the whole of a micro-batch (seeding burn's process-wide RNG,
+    /// forward, loss and backward): see `Replica::micro_batch`.
+    turn: Mutex<()>,
     state: TrainerState,
     reporter: Reporter,
     batches_per_epoch: usize,
@@ -262,11 +263,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let (loss_fn, seed) = (&self.loss, t.seed);
         // Dropout and drop path draw from the backend RNG: reseeded per micro-batch so a
         // resumed run draws exactly what the uninterrupted one would have.
-        let rng = (self.replicas.len() > 1).then_some(&self.rng);
+        let turn = (self.replicas.len() > 1).then_some(&self.turn);
         let losses = on_each(&mut self.replicas, |i, replica| {
             round.get(i).map(|batch| {
                 let seed = mix(seed, epoch, (first + i) as u64);
-                replica.micro_batch(batch, seed, scale / group_len, loss_fn, rng)
+                replica.micro_batch(batch, seed, scale / group_len, loss_fn, turn)
             })
         });
         for (value, batch) in losses.into_iter().flatten().zip(round) {

@@ -1,6 +1,6 @@
 //! Data-parallel training: one replica of the model and its optimizer per device, the
-//! micro-batches of a round run side by side (one per device, each on its own thread), and the
-//! group's gradients summed across the devices by burn-collective's all-reduce before every
+//! micro-batches of a round one per device (each on its own thread, for now one at a time: see
+//! [`Replica::micro_batch`]), and the group's gradients summed across the devices by burn-collective's all-reduce before every
 //! replica applies the same AdamW step, as PyTorch's DistributedDataParallel does.
 //!
 //! Every replica starts from the same weights and applies the same all-reduced gradients with
@@ -56,30 +56,31 @@ impl<B: AutodiffBackend> Replica<B> {
 
     /// Forward, loss and backward of one micro-batch; its gradients (the loss multiplied by
     /// `factor`) join the group's. Returns the loss; a non-finite one is not backpropagated.
-    /// The backend's RNG (dropout, stochastic depth) is seeded with `seed` first; `rng`, when
-    /// several devices run at once, keeps another device from reseeding it before this
-    /// forward's draws are made (burn's RNG is one per process): the loss is read back under
-    /// it, which runs the forward.
+    /// The backend's RNG (dropout, stochastic depth) is seeded with `seed` first. `turn`, when
+    /// several devices run, is held for the whole micro-batch, so the devices' micro-batches
+    /// run one at a time: burn's RNG is one per process, and with only the forward under the
+    /// lock (up to reading the loss back), one run in three or four of the two-peer test on
+    /// burn-flex took different steps in the decode head (up to 4.6e-2 apart, against 2.5e-6
+    /// when serialised, 6 runs of 6), so something process-wide is still touched during a
+    /// backward pass. Until that is found, only the all-reduce and the AdamW steps run side by
+    /// side.
     pub(crate) fn micro_batch(
         &mut self,
         batch: &Batch,
         seed: u64,
         factor: f64,
         loss_fn: &SegLoss,
-        rng: Option<&Mutex<()>>,
+        turn: Option<&Mutex<()>>,
     ) -> f64 {
         let (x, y) = batch_tensors::<B>(batch, &self.device);
         let model = self
             .model
             .as_ref()
             .expect("the model is back after every step");
-        let (loss, value) = {
-            let _draws = rng.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-            B::seed(&self.device, seed);
-            let loss = model.loss_with(model.forward(x), y, loss_fn);
-            let value = loss.clone().into_scalar().to_f64();
-            (loss, value)
-        };
+        let _turn = turn.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+        B::seed(&self.device, seed);
+        let loss = model.loss_with(model.forward(x), y, loss_fn);
+        let value = loss.clone().into_scalar().to_f64();
         if !value.is_finite() {
             return value;
         }

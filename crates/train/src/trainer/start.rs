@@ -2,7 +2,6 @@
 //! position, the loss resolved and the run's log opened with what it says before the first
 //! step.
 
-use burn::module::Module;
 use burn::tensor::FloatDType;
 use burn::tensor::backend::AutodiffBackend;
 use segformer::Segformer;
@@ -89,13 +88,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         // The other replicas: the same weights and optimizer state on their devices.
         let mut replicas: Vec<Replica<B>> = devices[1..]
             .iter()
-            .map(|d| {
-                Replica::new(
-                    d.clone(),
-                    own_leaves(model.clone().fork(d)),
-                    optim.to_device(d),
-                )
-            })
+            .map(|d| Replica::new(d.clone(), model.replica(d), optim.to_device(d)))
             .collect();
         replicas.insert(0, Replica::new(device.clone(), model, optim));
         let collective = Collective::start(devices)?;
@@ -105,7 +98,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             data,
             replicas,
             collective,
-            rng: Default::default(),
+            turn: Default::default(),
             state,
             reporter,
             batches_per_epoch,
@@ -215,25 +208,4 @@ fn cpu_precision_note(precision: Precision) -> Option<&'static str> {
              (crates/train/BENCH-speed.md); \"bf16\" or \"f32\" is faster on this backend",
         ),
     }
-}
-
-/// `model` with parameters that are new autodiff leaves: a replica on the same device as
-/// another (two CPU peers) must not share the other's graph nodes.
-fn own_leaves<B: AutodiffBackend>(model: Segformer<B>) -> Segformer<B> {
-    struct Leaves;
-    impl<B: AutodiffBackend> burn::module::ModuleMapper<B> for Leaves {
-        fn map_float<const D: usize>(
-            &mut self,
-            param: burn::module::Param<burn::tensor::Tensor<B, D>>,
-        ) -> burn::module::Param<burn::tensor::Tensor<B, D>> {
-            let (id, tensor, mapper) = param.consume();
-            let fresh = if tensor.is_require_grad() {
-                burn::tensor::Tensor::from_inner(tensor.inner()).require_grad()
-            } else {
-                burn::tensor::Tensor::from_inner(tensor.inner())
-            };
-            burn::module::Param::from_mapped_value(id, fresh, mapper)
-        }
-    }
-    model.map(&mut Leaves)
 }
