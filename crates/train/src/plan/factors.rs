@@ -182,13 +182,15 @@ pub fn loader_bytes(input: &PlanInput<'_>, loader: &LoaderInput) -> u64 {
     (LOADER_SCALE * samples * sample) as u64
 }
 
-// CubeCL's pool over the live peak, fitted by least squares with `bench_memory --wgpu` on
-// lavapipe (24 MiT-B0 steps, 64²–256², b1/b2, 2/150 labels, checkpointing off/on; table in
-// BENCH-memory.md, worst error 27%): reserved ≈ POOL_SCALE × live + POOL_BASE. NOTE: the
-// pool's page sizes follow the device's largest buffer (a quarter of its memory on CUDA), so
-// on a real GPU this is a prediction, not a measurement.
-const POOL_SCALE: f64 = 1.235;
-const POOL_BASE: f64 = 15.1 * MIB;
+// CubeCL's pool over the live peak for segfit's GPU builds (burn-fusion and autotune on),
+// fitted by least squares with `bench_memory --wgpu --fit-pool` on lavapipe
+// (`crates/train/bench/pool_fit_fused.sh`: 10 fused MiT-B0 steps, 64²–256², b1/b2, 2/150
+// labels, checkpointing off/on; worst error 34%, table in BENCH-memory.md):
+// reserved ≈ POOL_SCALE × live + POOL_BASE. The unfused fit (1.235 × live + 15.1 MiB) no longer
+// describes any build. NOTE: the pool's page sizes follow the device's largest buffer (a quarter
+// of its memory on CUDA), so on a real GPU this is a prediction, not a measurement.
+const POOL_SCALE: f64 = 1.078;
+const POOL_BASE: f64 = 41.4 * MIB;
 
 /// Bytes CubeCL's pool reserves beyond a live peak of `live` bytes.
 pub(super) fn pool_reserve(live: u64) -> u64 {
