@@ -1,16 +1,20 @@
-//! `cargo xtask bench predict [--sizes 2000,8000,20000] [--python PY] [--keep DIR] [--json FILE]
-//! [--segfit PATH]`:
+//! `cargo xtask bench predict [--sizes 2000,1947x1933,…] [--tile N] [--overlap N] [--batch N]
+//! [--http] [--python PY] [--keep DIR] [--json FILE] [--segfit PATH] [--segfit-args "…"]`:
 //! whole-scene prediction speed and peak memory, segfit next to PyTorch + transformers.
 //!
 //! Builds `segfit` (unless `--segfit PATH` names a binary to use) and the tiles `make_scene`
 //! example in release, makes a MiT-B0 model with
 //! segfit itself (8 training steps on the synthetic 4-band set, exported as an HF directory so
-//! transformers loads the same weights), then for every size writes a 4-band u16 GeoTIFF scene
-//! and runs `segfit predict` and `crates/cli/bench/pytorch_predict.py` on it with the same
-//! windows (512, overlap 128, Hann blending). Each child's wall time and peak RSS come from the
-//! kernel (`wait4`'s rusage), so both tools are measured the same way, start-up and model load
-//! included. The last columns: the share of pixels where the two class maps agree, and the share
-//! of segfit's pixels outside its most common class (how much that agreement says).
+//! transformers loads the same weights), then for every size (a side, or `WxH`) writes a 4-band
+//! u16 COG and runs `segfit predict` and `crates/cli/bench/pytorch_predict.py` on it, one after
+//! the other, with the same windows (default 512, overlap a quarter, batch 4; Hann blending).
+//! Each child's wall time and peak RSS come from the kernel (`wait4`'s rusage), so both tools
+//! are measured the same way, start-up and model load included; PyTorch's own time after its
+//! imports is reported too. The last columns: the share of pixels where the two class maps
+//! agree, and the share of segfit's pixels outside its most common class (how much that
+//! agreement says). With `--http`, segfit also predicts each scene through a local HTTP server
+//! (`testkit`'s range server on 127.0.0.1, in this process) by URL: its wall time, peak RSS,
+//! the requests and bytes it fetched, and whether its class map equals the local one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,16 +24,28 @@ use anyhow::{Context, Result, bail, ensure};
 
 use crate::project_root;
 
-const TILE: usize = 512;
-const OVERLAP: usize = TILE / 4;
-
 struct Flags {
-    sizes: Vec<usize>,
+    /// `(width, height)` of each scene.
+    sizes: Vec<(usize, usize)>,
+    tile: usize,
+    overlap: Option<usize>,
+    /// Windows per forward on both sides (segfit's `--batch-size`, the script's `--batch`).
+    batch: usize,
+    /// Also predict each scene by URL through a local HTTP server.
+    http: bool,
     python: String,
     keep: Option<PathBuf>,
     json: Option<PathBuf>,
     /// A `segfit` binary to measure instead of a fresh release build.
     segfit: Option<PathBuf>,
+    /// More `segfit predict` flags (space-separated), e.g. `--precision bf16`.
+    segfit_args: Vec<String>,
+}
+
+impl Flags {
+    fn overlap(&self) -> usize {
+        self.overlap.unwrap_or(self.tile / 4)
+    }
 }
 
 /// One child's cost, as the kernel counted it.
@@ -40,13 +56,34 @@ pub(crate) struct Usage {
 }
 
 struct Row {
-    size: usize,
+    width: usize,
+    height: usize,
+    windows: Option<usize>,
     segfit: Usage,
     pytorch: Option<Usage>,
+    /// The script's own time after its imports (model load, read, inference, write).
+    pytorch_loop_s: Option<f64>,
     agree_percent: Option<f64>,
     /// The share of segfit's pixels outside its most common class: how much the agreement
     /// says (a map of one class agrees trivially).
     minority_percent: Option<f64>,
+    http: Option<HttpRun>,
+}
+
+/// `segfit predict` on the scene by URL.
+struct HttpRun {
+    usage: Usage,
+    requests: usize,
+    bytes: u64,
+    file_bytes: u64,
+    /// Whether its class map is the local run's, byte for byte.
+    same_map: bool,
+}
+
+impl Row {
+    fn megapixels(&self) -> f64 {
+        (self.width * self.height) as f64 / 1e6
+    }
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -80,9 +117,9 @@ pub fn run(args: &[String]) -> Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     let rows = result?;
-    print_table(&rows);
+    print_table(&flags, &rows);
     if let Some(path) = &flags.json {
-        std::fs::write(path, to_json(&rows))
+        std::fs::write(path, to_json(&flags, &rows))
             .with_context(|| format!("writing {}", path.display()))?;
         println!("rows saved to {}", path.display());
     }
@@ -91,37 +128,60 @@ pub fn run(args: &[String]) -> Result<()> {
 
 fn parse(args: &[String]) -> Result<Flags> {
     let mut flags = Flags {
-        sizes: vec![2000, 8000, 20000],
+        sizes: vec![(2000, 2000), (8000, 8000), (20000, 20000)],
+        tile: 512,
+        overlap: None,
+        batch: 4,
+        http: false,
         python: "python3".into(),
         keep: None,
         json: None,
         segfit: None,
+        segfit_args: Vec::new(),
+    };
+    let number = |flag: &str, v: &str| -> Result<usize> {
+        v.trim()
+            .parse()
+            .with_context(|| format!("{flag}: expected a pixel count, found `{v}`"))
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = || crate::flag_value(&mut it, flag);
+        if flag == "--http" {
+            flags.http = true;
+            continue;
+        }
+        let value = crate::flag_value(&mut it, flag)?;
         match flag.as_str() {
             "--sizes" => {
-                flags.sizes = value()?
+                flags.sizes = value
                     .split(',')
-                    .map(|s| {
-                        s.trim()
-                            .parse()
-                            .with_context(|| format!("--sizes: expected pixel counts, found `{s}`"))
+                    .map(|s| match s.split_once('x') {
+                        Some((w, h)) => Ok((number("--sizes", w)?, number("--sizes", h)?)),
+                        None => number("--sizes", s).map(|n| (n, n)),
                     })
                     .collect::<Result<_>>()?
             }
-            "--python" => flags.python = value()?,
-            "--keep" => flags.keep = Some(value()?.into()),
-            "--json" => flags.json = Some(value()?.into()),
-            "--segfit" => flags.segfit = Some(value()?.into()),
+            "--tile" => flags.tile = number(flag, &value)?,
+            "--overlap" => flags.overlap = Some(number(flag, &value)?),
+            "--batch" => flags.batch = number(flag, &value)?,
+            "--python" => flags.python = value,
+            "--keep" => flags.keep = Some(value.into()),
+            "--json" => flags.json = Some(value.into()),
+            "--segfit" => flags.segfit = Some(value.into()),
+            "--segfit-args" => {
+                flags.segfit_args = value.split_whitespace().map(String::from).collect()
+            }
             other => bail!(
-                "unknown flag `{other}`; expected --sizes A,B,… --python PY --keep DIR --json FILE \
-                 --segfit PATH"
+                "unknown flag `{other}`; expected --sizes A,WxH,… --tile N --overlap N --batch N \
+                 --http --python PY --keep DIR --json FILE --segfit PATH --segfit-args \"…\""
             ),
         }
     }
     ensure!(!flags.sizes.is_empty(), "--sizes is empty");
+    ensure!(
+        flags.tile > 0 && flags.batch > 0 && flags.overlap() < flags.tile,
+        "--tile and --batch must be positive and --overlap smaller than --tile"
+    );
     Ok(flags)
 }
 
@@ -154,58 +214,126 @@ fn bench(
     }
     let script = root.join("crates/cli/bench/pytorch_predict.py");
     let python = python_ok(&flags.python);
-    let mut rows = Vec::new();
-    for &size in &flags.sizes {
-        let scene = dir.join(format!("scene_{size}.tif"));
-        if !scene.exists() {
-            quiet(Command::new(make_scene).arg(size.to_string()).arg(&scene))?;
-        }
-        let (tile, overlap) = (TILE.to_string(), OVERLAP.to_string());
-        let out = dir.join(format!("segfit_{size}"));
-        eprintln!("== {size}x{size}: segfit predict");
-        let segfit_usage = measure(
+    let (tile, overlap, batch) = (
+        flags.tile.to_string(),
+        flags.overlap().to_string(),
+        flags.batch.to_string(),
+    );
+    let predict = |input: &str, out: &Path| -> Result<Usage> {
+        measure(
             Command::new(segfit)
                 .args(["predict", "--model"])
                 .arg(&run_dir)
-                .arg("--input")
-                .arg(&scene)
-                .arg("--output")
-                .arg(&out)
-                .args(["--tile", &tile, "--overlap", &overlap]),
-        )?;
-        let segfit_map = out.join(format!("scene_{size}.tif"));
-        let (mut pytorch, mut agree_percent, mut minority_percent) = (None, None, None);
+                .args(["--input", input, "--output"])
+                .arg(out)
+                .args([
+                    "--tile",
+                    &tile,
+                    "--overlap",
+                    &overlap,
+                    "--batch-size",
+                    &batch,
+                ])
+                .args(&flags.segfit_args),
+        )
+    };
+    let mut rows = Vec::new();
+    for &(width, height) in &flags.sizes {
+        let name = if width == height {
+            format!("scene_{width}")
+        } else {
+            format!("scene_{width}x{height}")
+        };
+        let scene = dir.join(format!("{name}.tif"));
+        if !scene.exists() {
+            quiet(
+                Command::new(make_scene)
+                    .arg(format!("{width}x{height}"))
+                    .arg(&scene),
+            )?;
+        }
+        let out = dir.join(format!("segfit_{name}"));
+        eprintln!("== {width}x{height}: segfit predict");
+        let segfit_usage = predict(&scene.display().to_string(), &out)?;
+        let segfit_map = out.join(format!("{name}.tif"));
+        let (mut pytorch, mut pytorch_loop_s, mut windows) = (None, None, None);
+        let (mut agree_percent, mut minority_percent) = (None, None);
         if python {
-            eprintln!("== {size}x{size}: {}", script.display());
-            let npy = dir.join(format!("pytorch_{size}.npy"));
-            pytorch = Some(measure(
+            eprintln!("== {width}x{height}: {}", script.display());
+            let npy = dir.join(format!("pytorch_{name}.npy"));
+            let (usage, stdout) = measure_stdout(
                 Command::new(&flags.python)
                     .arg(&script)
                     .arg(&hf)
                     .arg(&scene)
                     .arg(&npy)
-                    .args(["--tile", &tile, "--overlap", &overlap]),
-            )?);
+                    .args(["--tile", &tile, "--overlap", &overlap, "--batch", &batch]),
+            )?;
+            pytorch = Some(usage);
+            pytorch_loop_s = json_number(&stdout, "seconds");
+            windows = json_number(&stdout, "windows").map(|w| w as usize);
             let a = crate::class_map::agreement(&segfit_map, &npy)?;
             (agree_percent, minority_percent) = (Some(a.agree_percent()), Some(a.minority_percent));
             if flags.keep.is_none() {
                 let _ = std::fs::remove_file(&npy);
             }
         }
+        let http = if flags.http {
+            eprintln!("== {width}x{height}: segfit predict by URL (local HTTP server)");
+            let server = testkit::http::RangeServer::start();
+            let file = format!("{name}.tif");
+            server
+                .serve_file(&file, scene.clone())
+                .with_context(|| format!("serving {}", scene.display()))?;
+            let out_http = dir.join(format!("segfit_{name}_http"));
+            let usage = predict(&server.url(&file), &out_http)?;
+            let local = std::fs::read(&segfit_map)
+                .with_context(|| format!("reading {}", segfit_map.display()))?;
+            let by_url = out_http.join(&file);
+            let remote =
+                std::fs::read(&by_url).with_context(|| format!("reading {}", by_url.display()))?;
+            let run = HttpRun {
+                usage,
+                requests: server.requests().len(),
+                bytes: server.bytes_sent(),
+                file_bytes: std::fs::metadata(&scene)?.len(),
+                same_map: local == remote,
+            };
+            if flags.keep.is_none() {
+                let _ = std::fs::remove_dir_all(&out_http);
+            }
+            Some(run)
+        } else {
+            None
+        };
         if flags.keep.is_none() {
             // The big scenes are gigabytes: gone as soon as both tools have read them.
             let _ = std::fs::remove_file(&scene);
             let _ = std::fs::remove_dir_all(&out);
         }
         rows.push(Row {
-            size,
+            width,
+            height,
+            windows,
             segfit: segfit_usage,
             pytorch,
+            pytorch_loop_s,
             agree_percent,
             minority_percent,
+            http,
         });
     }
     Ok(rows)
+}
+
+/// The number after `"key":` in a one-line JSON object.
+fn json_number(text: &str, key: &str) -> Option<f64> {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))?;
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    value.get(key)?.as_f64()
 }
 
 /// MiT-B0 after 8 training steps on the synthetic 4-band set (seconds), in `dir/run`, exported
@@ -299,6 +427,27 @@ pub(crate) fn measure(cmd: &mut Command) -> Result<Usage> {
     let child = cmd
         .spawn()
         .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    reap(cmd, child, start)
+}
+
+/// [`measure`], with the child's standard output captured (and echoed).
+fn measure_stdout(cmd: &mut Command) -> Result<(Usage, String)> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let mut stdout = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        // Until the child closes it (exits): then `reap` finds it done.
+        std::io::Read::read_to_string(&mut pipe, &mut stdout)
+            .with_context(|| format!("reading the output of {:?}", cmd.get_program()))?;
+    }
+    print!("{stdout}");
+    Ok((reap(cmd, child, start)?, stdout))
+}
+
+fn reap(cmd: &Command, child: std::process::Child, start: Instant) -> Result<Usage> {
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid value, and `wait4` only writes into the two locals.
@@ -326,54 +475,105 @@ pub(crate) fn measure(cmd: &mut Command) -> Result<Usage> {
     })
 }
 
-fn print_table(rows: &[Row]) {
+fn print_table(flags: &Flags, rows: &[Row]) {
     println!(
-        "\nMiT-B0, 4-band u16 scenes, window {TILE}, overlap {OVERLAP}, Hann blending; \
-         wall time and peak RSS of each process (start-up and model load included)\n"
+        "\nMiT-B0, 4-band u16 scenes, window {}, overlap {}, batch {}, Hann blending; wall time \
+         and peak RSS of each process (start-up and model load included); PyTorch loop s: the \
+         script's own time after its imports\n",
+        flags.tile,
+        flags.overlap(),
+        flags.batch
     );
     println!(
-        "| size | segfit s | segfit MP/s | segfit peak RSS MiB | pytorch s | pytorch MP/s | pytorch peak RSS MiB | classes agree % | minority class % |"
+        "| scene | windows | segfit s | segfit MP/s | segfit peak RSS MiB | pytorch s | pytorch loop s | pytorch MP/s (loop) | pytorch peak RSS MiB | pytorch loop s / segfit s | classes agree % | minority class % |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let dash = || "-".to_string();
     for r in rows {
-        let mp = (r.size * r.size) as f64 / 1e6;
-        let (ps, pmp, prss) = match r.pytorch {
-            Some(u) => (
-                format!("{:.1}", u.seconds),
-                format!("{:.2}", mp / u.seconds),
+        let mp = r.megapixels();
+        let (ps, prss) = r.pytorch.map_or((dash(), dash()), |u| {
+            (
+                format!("{:.2}", u.seconds),
                 format!("{:.0}", u.peak_rss_mib),
-            ),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        let agree = r.agree_percent.map_or("-".into(), |a| format!("{a:.3}"));
-        let minority = r.minority_percent.map_or("-".into(), |a| format!("{a:.2}"));
+            )
+        });
+        let (pl, pmp, ratio) = r.pytorch_loop_s.map_or((dash(), dash(), dash()), |l| {
+            (
+                format!("{l:.2}"),
+                format!("{:.3}", mp / l),
+                format!("{:.2}", l / r.segfit.seconds),
+            )
+        });
+        let agree = r.agree_percent.map_or(dash(), |a| format!("{a:.3}"));
+        let minority = r.minority_percent.map_or(dash(), |a| format!("{a:.2}"));
+        let windows = r.windows.map_or(dash(), |w| w.to_string());
         println!(
-            "| {0}² | {1:.1} | {2:.2} | {3:.0} | {ps} | {pmp} | {prss} | {agree} | {minority} |",
-            r.size,
+            "| {}x{} | {windows} | {:.2} | {:.3} | {:.0} | {ps} | {pl} | {pmp} | {prss} | {ratio} | {agree} | {minority} |",
+            r.width,
+            r.height,
             r.segfit.seconds,
             mp / r.segfit.seconds,
             r.segfit.peak_rss_mib,
         );
     }
+    if rows.iter().any(|r| r.http.is_some()) {
+        println!(
+            "\nsegfit predict by URL (local HTTP server, 127.0.0.1) against the same file read locally\n"
+        );
+        println!(
+            "| scene | local s | local peak RSS MiB | http s | http peak RSS MiB | requests | bytes fetched | file bytes | class map identical |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for r in rows {
+            if let Some(h) = &r.http {
+                println!(
+                    "| {}x{} | {:.2} | {:.0} | {:.2} | {:.0} | {} | {} | {} | {} |",
+                    r.width,
+                    r.height,
+                    r.segfit.seconds,
+                    r.segfit.peak_rss_mib,
+                    h.usage.seconds,
+                    h.usage.peak_rss_mib,
+                    h.requests,
+                    h.bytes,
+                    h.file_bytes,
+                    if h.same_map { "yes" } else { "no" }
+                );
+            }
+        }
+    }
 }
 
-fn to_json(rows: &[Row]) -> String {
+fn to_json(flags: &Flags, rows: &[Row]) -> String {
     let num = |v: Option<f64>| v.map_or("null".into(), |v| format!("{v:.4}"));
     let items: Vec<String> = rows
         .iter()
         .map(|r| {
-            let mp = (r.size * r.size) as f64 / 1e6;
+            let mp = r.megapixels();
+            let http = r.http.as_ref().map_or("null".into(), |h| {
+                format!(
+                    "{{\"seconds\": {:.4}, \"peak_rss_mib\": {:.1}, \"requests\": {}, \"bytes\": {}, \
+                     \"file_bytes\": {}, \"same_class_map\": {}}}",
+                    h.usage.seconds, h.usage.peak_rss_mib, h.requests, h.bytes, h.file_bytes, h.same_map
+                )
+            });
             format!(
-                "  {{\"size\": {}, \"megapixels\": {mp:.4}, \"tile\": {TILE}, \"overlap\": {OVERLAP}, \
-                 \"segfit_s\": {:.4}, \"segfit_mp_per_s\": {:.4}, \"segfit_peak_rss_mib\": {:.1}, \
-                 \"pytorch_s\": {}, \"pytorch_mp_per_s\": {}, \"pytorch_peak_rss_mib\": {}, \
-                 \"classes_agree_percent\": {}, \"minority_class_percent\": {}}}",
-                r.size,
+                "  {{\"width\": {}, \"height\": {}, \"megapixels\": {mp:.4}, \"tile\": {}, \
+                 \"overlap\": {}, \"batch\": {}, \"windows\": {}, \"segfit_s\": {:.4}, \
+                 \"segfit_mp_per_s\": {:.4}, \"segfit_peak_rss_mib\": {:.1}, \"pytorch_s\": {}, \
+                 \"pytorch_loop_s\": {}, \"pytorch_peak_rss_mib\": {}, \
+                 \"classes_agree_percent\": {}, \"minority_class_percent\": {}, \"http\": {http}}}",
+                r.width,
+                r.height,
+                flags.tile,
+                flags.overlap(),
+                flags.batch,
+                r.windows.map_or("null".into(), |w| w.to_string()),
                 r.segfit.seconds,
                 mp / r.segfit.seconds,
                 r.segfit.peak_rss_mib,
                 num(r.pytorch.map(|u| u.seconds)),
-                num(r.pytorch.map(|u| mp / u.seconds)),
+                num(r.pytorch_loop_s),
                 num(r.pytorch.map(|u| u.peak_rss_mib)),
                 num(r.agree_percent),
                 num(r.minority_percent),

@@ -17,7 +17,7 @@ use vector::{
     ZoneStats,
 };
 
-use crate::output::NODATA_CLASS;
+use crate::output::{NODATA_CLASS, RowPrediction};
 use crate::zones::{SceneZoneStats, ZoneSource};
 
 /// The answer outputs of `segfit predict`.
@@ -304,16 +304,21 @@ impl SceneAnswers {
         self
     }
 
-    /// Adds the next rows: their `classes` ([`NODATA_CLASS`] on nodata) and blended `logits`.
-    ///
-    /// # Shapes
-    /// - logits: `[k, n, W]`, classes: `[n, W]`
-    pub fn add_rows(&mut self, logits: &[f32], classes: &[u8]) -> Result<()> {
-        if self.stats.is_none() && self.vector.is_none() {
+    /// Whether [`add_rows`](Self::add_rows) needs the rows' probabilities (the statistics'
+    /// and the polygons' mean probability).
+    pub fn needs_probabilities(&self) -> bool {
+        self.stats.is_some() || self.zones.is_some() || self.vector.is_some()
+    }
+
+    /// Adds the next rows: their classes ([`NODATA_CLASS`] on nodata) and, when
+    /// [`needs_probabilities`](Self::needs_probabilities), their probabilities.
+    pub fn add_rows(&mut self, rows: &RowPrediction) -> Result<()> {
+        if !self.needs_probabilities() {
             return Ok(());
         }
+        let classes = &rows.classes;
         let plane = classes.len();
-        let confidence = confidence_of(logits, classes, plane);
+        let confidence = confidence_of(rows.probabilities()?, classes, plane);
         if let (Some(stats), Some(grid)) = (&mut self.stats, &self.grid) {
             stats.add_rows(grid, self.row, classes, &confidence);
         }
@@ -378,23 +383,23 @@ pub fn write_scene_stats(
     Ok(path)
 }
 
-/// The probability of each pixel's class (the softmax maximum), NaN on nodata.
+/// The probability of each pixel's class, NaN on nodata: the softmax maximum, read from the
+/// rows' `probabilities`; for a single-logit model, the sigmoid's probability of the class
+/// chosen (`p` for class 1, `1 - p` for class 0).
 ///
 /// # Shapes
-/// - logits: `[k, plane]`, classes: `[plane]`
+/// - probabilities: `[k, plane]`, classes: `[plane]`
 /// - output: `[plane]`
-fn confidence_of(logits: &[f32], classes: &[u8], plane: usize) -> Vec<f32> {
-    let k = logits.len() / plane.max(1);
+fn confidence_of(probabilities: &[f32], classes: &[u8], plane: usize) -> Vec<f32> {
+    let k = probabilities.len() / plane.max(1);
     (0..plane)
-        .map(|i| {
-            if classes[i] == NODATA_CLASS && k <= NODATA_CLASS as usize {
-                return f32::NAN;
+        .map(|i| match classes[i] {
+            c if c == NODATA_CLASS && k <= NODATA_CLASS as usize => f32::NAN,
+            c if k == 1 => {
+                let p = probabilities[i];
+                if c == 1 { p } else { 1.0 - p }
             }
-            let max = (0..k)
-                .map(|c| logits[c * plane + i])
-                .fold(f32::NEG_INFINITY, f32::max);
-            let sum: f32 = (0..k).map(|c| (logits[c * plane + i] - max).exp()).sum();
-            1.0 / sum
+            c => probabilities[c as usize * plane + i],
         })
         .collect()
 }

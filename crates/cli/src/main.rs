@@ -14,6 +14,7 @@ macro_rules! outln {
 mod answers;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 mod autotune;
+mod batch;
 mod device;
 mod eval;
 mod export;

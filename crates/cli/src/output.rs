@@ -105,19 +105,32 @@ impl SceneOutputs {
         Ok((outputs, path))
     }
 
-    /// Writes the next `n` rows from their blended logits (`[k, n, W]`) and `classes`
-    /// ([`classes_with_nodata`], `[n, W]`); `holes` marks their nodata pixels (`[n, W]`).
+    /// Whether [`write_rows`](Self::write_rows) needs the rows' probabilities
+    /// ([`RowPrediction::probabilities`]).
+    pub fn needs_probabilities(&self) -> bool {
+        self.probabilities.is_some()
+    }
+
+    /// Writes the next rows from their [`RowPrediction`] (`n` rows); `holes` marks their nodata
+    /// pixels (`[n, W]`).
     pub fn write_rows(
         &mut self,
-        logits: &[f32],
-        classes: &[u8],
+        rows: &RowPrediction,
         n: usize,
         holes: Option<&[bool]>,
     ) -> Result<()> {
         let plane = n * self.width;
-        self.classes.write_rows(&RasterData::U8(classes.to_vec()))?;
+        self.classes
+            .write_rows(&RasterData::U8(rows.classes.clone()))?;
         if let Some((writer, format)) = &mut self.probabilities {
-            writer.write_rows(&probability_rows(logits, self.k, plane, holes, *format))?;
+            let probabilities = rows.probabilities()?;
+            writer.write_rows(&probability_rows(
+                probabilities,
+                self.k,
+                plane,
+                holes,
+                *format,
+            ))?;
         }
         Ok(())
     }
@@ -196,20 +209,56 @@ pub fn probability_writer(
     Ok((writer, path))
 }
 
-/// The probability samples of `plane` pixels in `format` ([`probabilities_hwc`], quantised for
-/// [`ProbFormat::U8`]: `round(p × 254)`, 255 on nodata).
+/// What a band of predicted rows gives every output: the class per pixel and, when an output
+/// asks for them, the softmax probabilities, computed once from the blended logits for the
+/// probability raster, the statistics and the polygons alike.
+pub struct RowPrediction {
+    /// Class index per pixel ([`classes_with_nodata`]); `[plane]`.
+    pub classes: Vec<u8>,
+    /// Softmax probabilities ([`probabilities`]), when asked for; `[k, plane]`.
+    probabilities: Option<Vec<f32>>,
+}
+
+impl RowPrediction {
+    /// The classes of `plane` pixels from their blended `logits` (`[k, plane]`), with
+    /// [`NODATA_CLASS`] where `holes` (`[plane]`) is set, and their probabilities when
+    /// `with_probabilities`.
+    pub fn new(
+        logits: &[f32],
+        k: usize,
+        plane: usize,
+        holes: Option<&[bool]>,
+        with_probabilities: bool,
+    ) -> Self {
+        Self {
+            classes: classes_with_nodata(logits, k, plane, holes),
+            probabilities: with_probabilities.then(|| probabilities(logits, k, plane)),
+        }
+    }
+
+    /// The probabilities (`[k, plane]`); an error if they were not asked for.
+    pub fn probabilities(&self) -> Result<&[f32]> {
+        self.probabilities
+            .as_deref()
+            .context("internal: the rows' probabilities were not computed")
+    }
+}
+
+/// The probability samples of `plane` pixels in `format`: the softmax `probabilities`
+/// (`[k, plane]`) pixel-interleaved, NaN where `holes` is set ([`probabilities_hwc`]),
+/// quantised for [`ProbFormat::U8`]: `round(p × 254)`, 255 on nodata.
 ///
 /// # Shapes
-/// - logits: `[k, plane]`, holes: `[plane]`
+/// - probabilities: `[k, plane]`, holes: `[plane]`
 /// - output: `[plane, k]`
 pub fn probability_rows(
-    logits: &[f32],
+    probabilities: &[f32],
     k: usize,
     plane: usize,
     holes: Option<&[bool]>,
     format: ProbFormat,
 ) -> RasterData {
-    let hwc = probabilities_hwc(logits, k, plane, holes);
+    let hwc = probabilities_hwc(probabilities, k, plane, holes);
     match format {
         ProbFormat::F32 => RasterData::F32(hwc),
         ProbFormat::U8 => RasterData::U8(
@@ -248,19 +297,13 @@ pub fn classes_with_nodata(
     classes
 }
 
-/// Softmax probabilities ([`probabilities`]) as pixel-interleaved samples, NaN where `holes`
-/// is set.
+/// Softmax probabilities (`[k, plane]`, from [`probabilities`]) as pixel-interleaved samples,
+/// NaN where `holes` is set.
 ///
 /// # Shapes
-/// - logits: `[k, plane]`, holes: `[plane]`
+/// - probabilities: `[k, plane]`, holes: `[plane]`
 /// - output: `[plane, k]`
-pub fn probabilities_hwc(
-    logits: &[f32],
-    k: usize,
-    plane: usize,
-    holes: Option<&[bool]>,
-) -> Vec<f32> {
-    let chw = probabilities(logits, k, plane);
+fn probabilities_hwc(chw: &[f32], k: usize, plane: usize, holes: Option<&[bool]>) -> Vec<f32> {
     let is_hole = |i: usize| holes.is_some_and(|h| h[i]);
     (0..plane)
         .flat_map(|i| (0..k).map(move |c| (c, i)))

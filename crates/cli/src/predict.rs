@@ -11,12 +11,13 @@ use segformer::Segformer;
 use tiles::{GeoRef, Mask, Raster, RasterData, Remote, RemoteOptions, StackOptions};
 
 use crate::answers::{AnswerArgs, AnswerSpec, Finished, class_names, write_scene_stats};
+use crate::batch::{BatchChoice, Batches};
 use crate::device::on_device;
 use crate::inputs::{self, Scene, Shard, check_assets, check_bands, read_whole};
 use crate::model_source::ModelSource;
 use crate::npy;
 use crate::output::{
-    OutputSpec, ProbFormat, SceneOutputs, check_nodata_room, classes_with_nodata, probability_rows,
+    OutputSpec, ProbFormat, RowPrediction, SceneOutputs, check_nodata_room, probability_rows,
     probability_writer, resolve_nodata, stem_of,
 };
 use crate::progress::Progress;
@@ -81,9 +82,20 @@ pub struct PredictArgs {
     /// Pixels shared by neighbouring windows [default: a quarter of the window].
     #[arg(long, value_name = "N")]
     pub overlap: Option<usize>,
-    /// Windows run through the model at once.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub batch_size: usize,
+    /// Windows run through the model at once [default: the most, up to 16, whose predicted
+    /// peak memory fits --memory-budget, per scene (wider scenes blend more); 4 on a GPU
+    /// without --memory-budget].
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// The memory the batch is chosen to fit (e.g. 2GiB, 800MiB) when --batch-size is not
+    /// given [default on the CPU: a quarter of this machine's memory].
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = train::parse_bytes,
+        conflicts_with = "batch_size"
+    )]
+    pub memory_budget: Option<u64>,
     /// Also write `<name>_prob.tif`, one band per class named after it: `f32` (the default
     /// without a value) float32 probabilities, NaN on nodata; `u8` round(p × 254) as bytes,
     /// 255 on nodata, tagged scale 1/254 so GDAL reads 0–1 back: 4× smaller, worst rounding
@@ -127,11 +139,18 @@ pub struct PredictArgs {
     /// kernels) or composed (burn's plain composition, for comparison).
     #[arg(long, default_value = "auto")]
     pub kernels: segformer::Kernels,
+    /// Compute precision: f32, or bf16 (bfloat16 products with f32 sums; on the CPU the fused
+    /// kernels' AVX512-BF16 path, computed in f32 on CPUs without it; CUDA's bf16 on NVIDIA
+    /// GPUs), or f16. Weights and the blend stay f32.
+    #[arg(long, default_value = "f32", value_name = "f32|bf16|f16")]
+    pub precision: train::Precision,
 }
 
 /// Runs `segfit predict`.
 pub fn run(args: &PredictArgs) -> Result<()> {
-    crate::host::check_batch("--batch-size", args.batch_size)?;
+    if let Some(batch) = args.batch_size {
+        crate::host::check_batch("--batch-size", batch)?;
+    }
     if let Some(t) = args.tile {
         crate::host::check_side("--tile", t)?;
     }
@@ -147,19 +166,31 @@ fn predict_on<B: Backend>(
     source: &ModelSource,
     device: &B::Device,
 ) -> Result<()> {
-    let model = source.load::<B>(device)?.with_kernels(args.kernels);
+    let model = source
+        .load::<B>(device)?
+        .with_kernels(args.kernels)
+        .with_compute_dtype(args.precision.compute_dtype());
+    if let Some(note) = precision_note::<B>(args, device)? {
+        eprintln!("{note}");
+    }
     let tile = args
         .tile
         .map(|t| [t, t])
         .unwrap_or_else(|| source.window(512));
-    crate::host::check_inference(
-        &crate::host::host(),
-        args.batch_size,
-        tile,
-        model.config().num_channels,
-        model.num_labels(),
-    )?;
-    let windows = Windows::new(tile, args.overlap, args.batch_size).with_context(|| {
+    let host = crate::host::host();
+    let choice = BatchChoice::new(args.batch_size, args.memory_budget, args.device, &host);
+    if let BatchChoice::Fixed(batch) = choice {
+        crate::host::check_inference(
+            &host,
+            batch,
+            tile,
+            model.config().num_channels,
+            model.num_labels(),
+        )?;
+    }
+    let batches = Batches::new(choice);
+    // The batch is set per scene (`Batches::windows`).
+    let windows = Windows::new(tile, args.overlap, 1).with_context(|| {
         format!(
             "--tile {}x{}, --overlap {:?}",
             tile[0], tile[1], args.overlap
@@ -174,6 +205,7 @@ fn predict_on<B: Backend>(
             "--stats and --vector need images (areas come from their georeferencing), not \
              --pixel-values"
         );
+        let windows = batches.windows(&windows, model.config(), tile[1], |l| eprintln!("{l}"))?;
         return predict_tensor(args, path, &model, &windows, device);
     }
     let answers = AnswerSpec::new(&args.answers, class_names(model.config()))?;
@@ -232,6 +264,7 @@ fn predict_on<B: Backend>(
             nodata: args.nodata,
             probabilities: args.probabilities,
             windows: &windows,
+            batches: &batches,
             processor: &processor,
             answers: &answers,
             progress: &progress,
@@ -373,7 +406,8 @@ fn predict_image<B: Backend>(
         .with_context(|| format!("preprocessing {label}"))?;
     let (h, w) = (image.height, image.width);
     let pixels = &processed.pixel_values;
-    let logits = predict_windows(model, pixels, [bands, h, w], job.windows, device)?;
+    let windows = job.windows_for(model.config(), w)?;
+    let logits = predict_windows(model, pixels, [bands, h, w], &windows, device)?;
     let k = model.num_labels();
     let written = write_outputs(args, job, &image, geo.as_ref(), nodata, &logits, k)?;
     if let Some(path) = &args.logits {
@@ -457,6 +491,40 @@ fn predict_tensor<B: Backend>(
     Ok(())
 }
 
+/// What `--precision` means on this backend and CPU, when it is not plain f32; an error where
+/// the backend cannot compute in it.
+fn precision_note<B: Backend>(args: &PredictArgs, device: &B::Device) -> Result<Option<String>> {
+    use segformer::{BackendKind, Kernels};
+    let precision = args.precision;
+    if precision == train::Precision::F32 {
+        return Ok(None);
+    }
+    let note = match (BackendKind::of::<B>(device), precision) {
+        (BackendKind::Wgpu, train::Precision::Bf16) => bail!(
+            "--precision bf16 is not available on wgpu: burn-wgpu has no bf16 arithmetic (WGSL \
+             has no bf16 type); use --precision f16 or f32, or --device cuda"
+        ),
+        (BackendKind::Flex, train::Precision::Bf16) if args.kernels == Kernels::Composed => {
+            "--precision bf16 with --kernels composed: burn's autocast composition (bf16 \
+             operands and products, slow on the CPU)"
+        }
+        (BackendKind::Flex, train::Precision::Bf16) if !segformer::cpu_has_bf16_kernels() => {
+            "--precision bf16: this CPU has no AVX512-BF16, so the model computes in f32 (the \
+             same class map as --precision f32)"
+        }
+        (BackendKind::Flex, train::Precision::Bf16) => {
+            "--precision bf16: the fused kernels multiply bf16-rounded operands with f32 sums \
+             (AVX512-BF16) in the linear layers, patch convs and attention"
+        }
+        (BackendKind::Flex, _) => {
+            "--precision f16 on the CPU: burn's composed half-precision ops, slower than f32 \
+             here; bf16 or f32 is faster on this backend"
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(note.to_string()))
+}
+
 /// Writes the mask (and the optional rasters and answers) of `job`'s scene; returns the mask's
 /// path and the answers. Pixels that are `nodata` in every band get [`NODATA_CLASS`](crate::output::NODATA_CLASS) and NaN
 /// probabilities, both declared in the GeoTIFFs' `GDAL_NODATA` (the input's own nodata is
@@ -473,12 +541,19 @@ fn write_outputs(
     let (h, w) = (image.height, image.width);
     let stem = &job.scene.name;
     let holes = nodata.map(|nd| tiles::nodata_pixels(image, nd));
-    let classes = classes_with_nodata(logits, k, h * w, holes.as_deref());
     let mut answers = job
         .answers
         .start(&job.scene.label, geo, [h, w], &args.output, stem)?
         .keep_outlines();
-    answers.add_rows(logits, &classes)?;
+    let rows = RowPrediction::new(
+        logits,
+        k,
+        h * w,
+        holes.as_deref(),
+        args.probabilities.is_some() || answers.needs_probabilities(),
+    );
+    answers.add_rows(&rows)?;
+    let classes = &rows.classes;
     let finished = answers.finish()?;
     // GeoTIFF inputs (local, by URL, STAC) give GeoTIFFs, georeferencing kept.
     let out = if job.scene.streams() {
@@ -488,7 +563,7 @@ fn write_outputs(
         };
         let (mut outputs, out) =
             SceneOutputs::create(&args.output, stem, [h, w], geo, nodata.is_some(), &spec)?;
-        outputs.write_rows(logits, &classes, h, holes.as_deref())?;
+        outputs.write_rows(&rows, h, holes.as_deref())?;
         outputs
             .finish()
             .with_context(|| format!("writing {}", out.display()))?;
@@ -501,7 +576,7 @@ fn write_outputs(
             let names = job.answers.names();
             let (mut writer, path) =
                 probability_writer(&args.output, stem, [h, w], None, false, names, format)?;
-            let rows = probability_rows(logits, k, h * w, holes.as_deref(), format);
+            let rows = probability_rows(rows.probabilities()?, k, h * w, holes.as_deref(), format);
             writer
                 .write_rows(&rows)
                 .and_then(|()| writer.finish())
@@ -511,7 +586,7 @@ fn write_outputs(
     };
     if args.overlay {
         let path = args.output.join(format!("{stem}_overlay.png"));
-        let mut picture = infer::overlay(image, &classes, holes.as_deref());
+        let mut picture = infer::overlay(image, classes, holes.as_deref());
         draw_outlines(&mut picture, &finished.outlines);
         tiles::write_png(&path, &picture).with_context(|| format!("writing {}", path.display()))?;
     }

@@ -6,8 +6,9 @@
 //! depends on the window, the batch and the scene's width (the blend of one row of windows),
 //! not on its height.
 
-use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{Context, Result, ensure};
 use augment::SegformerProcessor;
@@ -17,8 +18,9 @@ use segformer::Segformer;
 use tiles::WindowSource;
 
 use crate::answers::{AnswerSpec, Finished};
+use crate::batch::Batches;
 use crate::inputs::Scene;
-use crate::output::{OutputSpec, ProbFormat, SceneOutputs, classes_with_nodata, resolve_nodata};
+use crate::output::{OutputSpec, ProbFormat, RowPrediction, SceneOutputs, resolve_nodata};
 use crate::progress::Progress;
 
 /// What [`predict_scene`] needs besides the model.
@@ -31,14 +33,65 @@ pub struct SceneJob<'a> {
     pub nodata: Option<f64>,
     /// Also write the probabilities, in this format.
     pub probabilities: Option<ProbFormat>,
-    /// The windows.
+    /// The windows (their batch comes from `batches`).
     pub windows: &'a Windows,
+    /// How many windows run at once.
+    pub batches: &'a Batches,
     /// The model's preprocessing.
     pub processor: &'a SegformerProcessor,
     /// Hectares and polygons, when asked for.
     pub answers: &'a AnswerSpec,
     /// The command's progress bar, counting the scene's rows.
     pub progress: &'a Progress,
+}
+
+/// The nodata pixels of the rows between the windows read and the rows written: one row of
+/// `W` flags each, added as windows over it are read, removed as it is written.
+#[derive(Default)]
+struct HoleRows {
+    rows: BTreeMap<usize, Vec<bool>>,
+}
+
+impl HoleRows {
+    /// Marks the nodata pixels (`marked`, `[rh, rw]`) of the window at `(x0, y0)` in rows
+    /// `width` wide.
+    fn mark(&mut self, [y0, x0]: [usize; 2], [rh, rw]: [usize; 2], width: usize, marked: &[bool]) {
+        for (y, flags) in marked.chunks(rw).take(rh).enumerate() {
+            let row = self
+                .rows
+                .entry(y0 + y)
+                .or_insert_with(|| vec![false; width]);
+            for (dst, &hole) in row[x0..x0 + rw].iter_mut().zip(flags) {
+                *dst |= hole;
+            }
+        }
+    }
+
+    /// Takes rows `y0..y0 + n` (`[n, width]`), forgetting them.
+    fn take(&mut self, y0: usize, n: usize, width: usize) -> Vec<bool> {
+        (y0..y0 + n)
+            .flat_map(|y| self.rows.remove(&y).unwrap_or_else(|| vec![false; width]))
+            .collect()
+    }
+}
+
+/// The lock's value, also after a panic elsewhere (the pipeline resumes that panic anyway).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SceneJob<'_> {
+    /// The windows, with the batch for a scene `width` pixels wide.
+    pub fn windows_for(
+        &self,
+        config: &segformer::SegformerConfig,
+        width: usize,
+    ) -> Result<Windows> {
+        self.batches
+            .windows(self.windows, config, width, |line| self.progress.line(line))
+    }
 }
 
 /// Predicts a scene read from `reader` in bounded memory; returns the class map's path and
@@ -80,20 +133,26 @@ pub fn predict_scene<B: Backend>(
     let mut answers = job
         .answers
         .start(label, geo.as_ref(), [h, w], job.out_dir, stem)?;
-    let reader = RefCell::new(reader);
-    let read = |[y0, x0]: [usize; 2], [rh, rw]: [usize; 2]| {
-        reader
-            .borrow_mut()
-            .read_window(x0, y0, rw, rh)
-            .with_context(|| format!("reading the {rw}x{rh} window at ({x0}, {y0}) of {label}"))
-    };
+    // The rows' nodata pixels, marked as the reader thread reads the windows over them and
+    // taken by the thread that writes them (every row is covered by the row of windows that
+    // finishes it, read before it is emitted).
+    let holes = Mutex::new(HoleRows::default());
+    let with_probabilities = outputs.needs_probabilities() || answers.needs_probabilities();
+    let mut reader = reader;
+    let windows = job.windows_for(model.config(), w)?;
     predict_streaming(
         model,
         [bands, h, w],
-        job.windows,
+        &windows,
         device,
-        |at, size| -> Result<Vec<f32>> {
-            let window = read(at, size)?;
+        |[y0, x0]: [usize; 2], [rh, rw]: [usize; 2]| -> Result<Vec<f32>> {
+            let window = reader.read_window(x0, y0, rw, rh).with_context(|| {
+                format!("reading the {rw}x{rh} window at ({x0}, {y0}) of {label}")
+            })?;
+            if let Some(nd) = nodata {
+                let marked = tiles::nodata_pixels(&window, nd);
+                lock(&holes).mark([y0, x0], [rh, rw], w, &marked);
+            }
             let processed = job
                 .processor
                 .process(&window, None)
@@ -101,16 +160,12 @@ pub fn predict_scene<B: Backend>(
             Ok(processed.pixel_values)
         },
         |y0, logits, n| -> Result<()> {
-            // The rows' nodata pixels, read again: cheaper than keeping them since they were read.
-            let holes = match nodata {
-                Some(nd) => Some(tiles::nodata_pixels(&read([y0, 0], [n, w])?, nd)),
-                None => None,
-            };
-            let classes = classes_with_nodata(logits, k, n * w, holes.as_deref());
+            let holes = nodata.map(|_| lock(&holes).take(y0, n, w));
+            let rows = RowPrediction::new(logits, k, n * w, holes.as_deref(), with_probabilities);
             outputs
-                .write_rows(logits, &classes, n, holes.as_deref())
+                .write_rows(&rows, n, holes.as_deref())
                 .with_context(|| format!("writing {}", path.display()))?;
-            answers.add_rows(logits, &classes)?;
+            answers.add_rows(&rows)?;
             job.progress.advance(n as u64);
             Ok(())
         },
@@ -125,6 +180,7 @@ pub fn predict_scene<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::classes_with_nodata;
     use burn::backend::Flex;
     use tiles::{Raster, RasterData};
 
@@ -156,6 +212,7 @@ mod tests {
             nodata: None,
             probabilities: None,
             windows: &windows,
+            batches: &Batches::new(crate::batch::BatchChoice::Fixed(3)),
             processor: &processor,
             answers: &AnswerSpec::new(
                 &Default::default(),

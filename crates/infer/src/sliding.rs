@@ -72,52 +72,117 @@ pub fn predict_windows<B: Backend>(
     Ok(blender.finish())
 }
 
-/// [`predict_windows`] in bounded memory, for scenes of any size: `read_window([y0, x0], [h, w])`
-/// gives the preprocessed pixels of one window (`[C, h, w]`, asked for as the window's batch
-/// is run), and `emit(y0, logits, n)` receives the blended logits of rows `y0..y0 + n`
-/// (`[classes, n, W]`) as soon as no later window touches them, top to bottom, every row once.
-/// What is held: one batch of windows and the blend of one row of windows plus its stride
-/// (`(tile + stride) · W · (classes + 1)` floats), whatever `H`.
+/// Batches of windows in flight between two stages of [`predict_streaming`]: enough to keep
+/// every stage busy while another waits, few enough that memory stays a few batches.
+const QUEUE: usize = 2;
+
+/// [`predict_windows`] in bounded memory, for scenes of any size, as a pipeline of three
+/// stages on their own threads: `read_window([y0, x0], [h, w])` gives the preprocessed pixels
+/// of one window (`[C, h, w]`; reading, decoding and preprocessing run on a reader thread),
+/// the model runs on the calling thread, and `emit(y0, logits, n)` receives the blended logits
+/// of rows `y0..y0 + n` (`[classes, n, W]`) as soon as no later window touches them, top to
+/// bottom, every row once (blending and whatever `emit` does, such as encoding the outputs,
+/// run on a third thread). The stages hand batches on through bounded queues of [`QUEUE`]
+/// batches, so the model does not wait for the disk nor the encoder for the model.
+///
+/// What is held: a few batches of windows and the blend of one row of windows plus its stride
+/// (`(tile + stride) · W · (classes + 1)` floats), whatever `H`. The result is the same, bit
+/// for bit, as [`predict_windows`]'s: the same windows meet the same arithmetic in the same
+/// order. The first error of a stage stops the others and is returned (a stage that stops
+/// because its neighbour did reports nothing); a panic in a stage is resumed here.
 pub fn predict_streaming<B, E>(
     model: &Segformer<B>,
     [c, h, w]: [usize; 3],
     windows: &Windows,
     device: &B::Device,
-    mut read_window: impl FnMut([usize; 2], [usize; 2]) -> Result<Vec<f32>, E>,
-    mut emit: impl FnMut(usize, &[f32], usize) -> Result<(), E>,
+    mut read_window: impl FnMut([usize; 2], [usize; 2]) -> Result<Vec<f32>, E> + Send,
+    mut emit: impl FnMut(usize, &[f32], usize) -> Result<(), E> + Send,
 ) -> Result<(), E>
 where
     B: Backend,
-    E: From<InferError>,
+    E: From<InferError> + Send,
 {
     let plan = WindowPlan::new(model, [c, h, w], windows)?;
-    let mut band = RowBlender::new(plan.k, w);
-    for (r, &y0) in plan.ys.iter().enumerate() {
-        let (th, tw) = (plan.th, plan.tw);
-        band.reach(y0 + th);
-        let window = |x0: usize| -> Result<Vec<f32>, E> {
-            let pixels = read_window([y0, x0], [th, tw])?;
-            if pixels.len() != c * th * tw {
-                return Err(InferError::Shape(format!(
-                    "the window at ({x0}, {y0}) came as {} floats, not [{c}, {th}, {tw}]",
-                    pixels.len()
-                ))
-                .into());
+    let plan = &plan;
+    let (th, tw) = (plan.th, plan.tw);
+    let groups = || {
+        plan.ys
+            .iter()
+            .flat_map(|&y0| plan.xs.chunks(plan.batch).map(move |g| (y0, g)))
+    };
+    std::thread::scope(|scope| {
+        let (pixels_tx, pixels_rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(QUEUE);
+        let (logits_tx, logits_rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(QUEUE);
+        // Reader: every batch of windows, in the order the model takes them.
+        let reader = scope.spawn(move || -> Result<(), E> {
+            for (y0, group) in groups() {
+                let mut batch = Vec::with_capacity(group.len() * c * th * tw);
+                for &x0 in group {
+                    let pixels = read_window([y0, x0], [th, tw])?;
+                    if pixels.len() != c * th * tw {
+                        return Err(InferError::Shape(format!(
+                            "the window at ({x0}, {y0}) came as {} floats, not [{c}, {th}, {tw}]",
+                            pixels.len()
+                        ))
+                        .into());
+                    }
+                    batch.extend(pixels);
+                }
+                if pixels_tx.send(batch).is_err() {
+                    break; // the model stopped: its error is reported
+                }
             }
-            Ok(pixels)
-        };
-        plan.window_row(model, device, window, |x0, logits| {
-            band.add(logits, y0, x0, th, tw)
-        })?;
-        // Rows above the next row of windows are final.
-        let done = plan.ys.get(r + 1).copied().unwrap_or(h);
-        if done > band.base {
-            let n = done - band.base;
-            let (top, logits) = band.flush(n);
-            emit(top, &logits, n)?;
+            Ok(())
+        });
+        // Blender: each row of windows blended, then its finished rows emitted.
+        let blender = scope.spawn(move || -> Result<(), E> {
+            let size = plan.k * th * tw;
+            let mut band = RowBlender::new(plan.k, w);
+            for (r, &y0) in plan.ys.iter().enumerate() {
+                band.reach(y0 + th);
+                for group in plan.xs.chunks(plan.batch) {
+                    let Ok(values) = logits_rx.recv() else {
+                        return Ok(()); // an earlier stage stopped: its error is reported
+                    };
+                    for (i, &x0) in group.iter().enumerate() {
+                        band.add(&values[i * size..(i + 1) * size], y0, x0, th, tw);
+                    }
+                }
+                // Rows above the next row of windows are final.
+                let done = plan.ys.get(r + 1).copied().unwrap_or(h);
+                if done > band.base {
+                    let n = done - band.base;
+                    let (top, logits) = band.flush(n);
+                    emit(top, &logits, n)?;
+                }
+            }
+            Ok(())
+        });
+        // The model, on this thread (it stays with its device).
+        let mut inference = Ok(());
+        for batch in pixels_rx.iter() {
+            let values = match plan.run_batch(model, device, batch) {
+                Ok(values) => values,
+                Err(e) => {
+                    inference = Err(E::from(e));
+                    break;
+                }
+            };
+            if logits_tx.send(values).is_err() {
+                break; // the blender stopped: its error is reported
+            }
         }
-    }
-    Ok(())
+        // Closing both queues lets the other stages finish or stop.
+        drop(pixels_rx);
+        drop(logits_tx);
+        let joined = |handle: std::thread::ScopedJoinHandle<'_, Result<(), E>>| {
+            handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        };
+        let (read, blend) = (joined(reader), joined(blender));
+        read.and(inference).and(blend)
+    })
 }
 
 /// Where the windows of an image go, checked against the model.
@@ -160,7 +225,7 @@ impl WindowPlan {
             tw,
             ys: origins(h, th, windows.overlap),
             xs: origins(w, tw, windows.overlap),
-            batch: windows.batch,
+            batch: windows.batch.max(1),
             tta: windows.tta,
         })
     }
@@ -176,27 +241,39 @@ impl WindowPlan {
         mut add: impl FnMut(usize, &[f32]),
     ) -> Result<(), E> {
         let (c, th, tw) = (self.c, self.th, self.tw);
-        for group in self.xs.chunks(self.batch.max(1)) {
+        for group in self.xs.chunks(self.batch) {
             let mut batch = Vec::with_capacity(group.len() * c * th * tw);
             for &x0 in group {
                 batch.extend(window(x0)?);
             }
-            let x =
-                Tensor::<B, 4>::from_data(TensorData::new(batch, [group.len(), c, th, tw]), device);
-            // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
-            // NOTE: with test-time augmentation these are log mean probabilities, not logits,
-            // so overlapping windows blend log-probabilities: where windows meet, the result is
-            // a weighted geometric mean of their probabilities (renormalised by the softmax),
-            // not the softmax of blended logits; where one window covers a pixel, its softmax
-            // is exactly the window's mean probability.
-            let logits = upsampled_logits(model, x, self.tta, None);
-            let values: Vec<f32> = host(logits, "logits")?;
+            let values = self.run_batch(model, device, batch)?;
             let size = self.k * th * tw;
             for (i, &x0) in group.iter().enumerate() {
                 add(x0, &values[i * size..(i + 1) * size]);
             }
         }
         Ok(())
+    }
+
+    /// The upsampled logits (`[n, k, th, tw]`) of a batch of `n` windows' pixels
+    /// (`[n, C, th, tw]`).
+    fn run_batch<B: Backend>(
+        &self,
+        model: &Segformer<B>,
+        device: &B::Device,
+        batch: Vec<f32>,
+    ) -> Result<Vec<f32>, InferError> {
+        let (c, th, tw) = (self.c, self.th, self.tw);
+        let n = batch.len() / (c * th * tw);
+        let x = Tensor::<B, 4>::from_data(TensorData::new(batch, [n, c, th, tw]), device);
+        // [n, C, th, tw] -> [n, k, th/4, tw/4] -> [n, k, th, tw]
+        // NOTE: with test-time augmentation these are log mean probabilities, not logits,
+        // so overlapping windows blend log-probabilities: where windows meet, the result is
+        // a weighted geometric mean of their probabilities (renormalised by the softmax),
+        // not the softmax of blended logits; where one window covers a pixel, its softmax
+        // is exactly the window's mean probability.
+        let logits = upsampled_logits(model, x, self.tta, None);
+        host(logits, "logits")
     }
 }
 
@@ -308,6 +385,83 @@ mod tests {
             .zip(&streamed)
             .all(|(a, b)| a.to_bits() == b.to_bits());
         assert!(same, "streamed logits differ from the in-memory blend");
+    }
+
+    /// A scene's window reader over `px` (`[3, h, w]`) that fails at window `fail_at`.
+    fn reader(
+        px: &[f32],
+        [h, w]: [usize; 2],
+        calls: &std::sync::atomic::AtomicUsize,
+        fail_at: usize,
+    ) -> impl FnMut([usize; 2], [usize; 2]) -> Result<Vec<f32>, InferError> + Send {
+        move |[y0, x0], [th, tw]| {
+            let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n == fail_at {
+                return Err(InferError::Windows(format!("unreadable window {n}")));
+            }
+            Ok((0..3)
+                .flat_map(|b| (y0..y0 + th).map(move |y| (b * h + y) * w + x0))
+                .flat_map(|row| &px[row..row + tw])
+                .copied()
+                .collect())
+        }
+    }
+
+    #[test]
+    fn a_failing_read_is_the_pipelines_error_and_nothing_after_it_is_emitted() {
+        use std::sync::atomic::AtomicUsize;
+        let model = tiny_model();
+        let (h, w) = (200, 64);
+        let px = pixels(3, h, w);
+        let windows = Windows::new([32, 32], Some(8), 2).unwrap();
+        let calls = AtomicUsize::new(0);
+        let mut emitted = 0;
+        // Window 13 of 8 × 3: the fifth row of windows (rows 96..128) never completes.
+        let err = predict_streaming::<Flex, InferError>(
+            &model,
+            [3, h, w],
+            &windows,
+            &Default::default(),
+            reader(&px, [h, w], &calls, 13),
+            |y0, _, n| {
+                emitted = y0 + n;
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unreadable window 13"), "{err}");
+        assert_eq!(calls.into_inner(), 14, "the reader stops at its error");
+        assert!(
+            emitted <= 96,
+            "rows up to {emitted} emitted past the failed read"
+        );
+    }
+
+    #[test]
+    fn a_failing_emit_is_the_pipelines_error_and_stops_the_reader() {
+        use std::sync::atomic::AtomicUsize;
+        let model = tiny_model();
+        let (h, w) = (400, 64);
+        let px = pixels(3, h, w);
+        let windows = Windows::new([32, 32], Some(8), 2).unwrap();
+        let total = origins(h, 32, 8).len() * origins(w, 32, 8).len();
+        let calls = AtomicUsize::new(0);
+        let err = predict_streaming::<Flex, InferError>(
+            &model,
+            [3, h, w],
+            &windows,
+            &Default::default(),
+            reader(&px, [h, w], &calls, usize::MAX),
+            |y0, _, _| Err(InferError::Windows(format!("disk full at row {y0}"))),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("disk full at row 0"), "{err}");
+        // One row of windows emitted, then at most the queues' batches read ahead.
+        let read = calls.into_inner();
+        assert!(
+            read < total / 2,
+            "{read} of {total} windows read after the writer failed"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! A synthetic scene for the prediction benchmark (`cargo xtask bench predict`): a SIZE×SIZE
-//! 4-band u16 GeoTIFF (UTM zone 51N, 10 m pixels, 512² tiles, Deflate), written a band of rows
-//! at a time with `write_geotiff_rows`, so a 20000² scene never sits whole in memory.
+//! (or W×H) 4-band u16 Cloud-Optimized GeoTIFF (UTM zone 51N, 10 m pixels, 512² tiles, Deflate,
+//! overviews), written a band of rows at a time with [`CogWriter`], so a 20000² scene never sits
+//! whole in memory.
 //!
-//! `cargo run --release -p tiles --example make_scene -- SIZE OUT.tif`
+//! `cargo run --release -p tiles --example make_scene -- SIZE|WxH OUT.tif`
 //!
 //! The values are fields: a grid of ~300 px parcels, each with its own reflectance per band,
 //! plus a gentle gradient and a little per-pixel noise (imagery-like structure, not realism).
@@ -10,9 +11,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tiles::{
-    Compression, GeoRef, RasterData, RasterShape, SampleKind, TiffOptions, write_geotiff_rows,
-};
+use tiles::{CogOptions, CogWriter, GeoRef, RasterData, RasterShape, SampleKind};
 
 const BANDS: usize = 4;
 const FIELD: usize = 300;
@@ -41,20 +40,20 @@ fn value(row: usize, col: usize, b: usize, size: usize) -> u16 {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [size, out] = args.as_slice() else {
-        return Err("usage: make_scene SIZE OUT.tif".into());
+        return Err("usage: make_scene SIZE|WxH OUT.tif".into());
     };
-    let size: usize = size
-        .parse()
-        .map_err(|e| format!("SIZE must be a pixel count, not `{size}`: {e}"))?;
+    let side = |s: &str| -> Result<usize, String> {
+        s.parse()
+            .map_err(|e| format!("SIZE must be a pixel count or WxH, not `{size}`: {e}"))
+    };
+    let (width, height) = match size.split_once('x') {
+        Some((w, h)) => (side(w)?, side(h)?),
+        None => (side(size)?, side(size)?),
+    };
     let out = PathBuf::from(out);
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let options = TiffOptions {
-        compression: Compression::Deflate,
-        tile_size: Some(512),
-        rows_per_strip: None,
-    };
     let geo = GeoRef {
         transform: [300_000.0, 10.0, 0.0, 1_700_000.0, 0.0, -10.0],
         // Projected, metres, EPSG:32651 (WGS 84 / UTM zone 51N).
@@ -66,25 +65,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         nodata: None,
     };
     let shape = RasterShape {
-        width: size,
-        height: size,
+        width,
+        height,
         bands: BANDS,
         kind: SampleKind::U16,
     };
     let t0 = Instant::now();
-    write_geotiff_rows(&out, &shape, Some(&geo), &options, |y, h| {
-        let mut v = Vec::with_capacity(h * size * BANDS);
+    let mut writer = CogWriter::create(&out, shape, Some(&geo), CogOptions::default())?;
+    let diagonal = width.max(height);
+    for y in (0..height).step_by(512) {
+        let h = 512.min(height - y);
+        let mut v = Vec::with_capacity(h * width * BANDS);
         for row in y..y + h {
-            for col in 0..size {
+            for col in 0..width {
                 for b in 0..BANDS {
-                    v.push(value(row, col, b, size));
+                    v.push(value(row, col, b, diagonal));
                 }
             }
         }
-        Ok(RasterData::U16(v))
-    })?;
+        writer.write_rows(&RasterData::U16(v))?;
+    }
+    writer.finish()?;
     println!(
-        "{}: {size}x{size}, {BANDS} bands u16, {:.0} MB, {:.1} s",
+        "{}: {width}x{height}, {BANDS} bands u16, {:.0} MB, {:.1} s",
         out.display(),
         std::fs::metadata(&out)?.len() as f64 / 1e6,
         t0.elapsed().as_secs_f64()

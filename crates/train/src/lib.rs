@@ -76,7 +76,8 @@ pub use device::wgpu_memory;
 /// `3.1 GiB`, `512 MiB`: how the planner's messages write sizes.
 pub use plan::human as human_bytes;
 pub use plan::{
-    Allocator, FitChoice, KernelPath, LoaderInput, MemoryEstimate, MemoryPlan, PlanInput,
-    PlanInputTemplate, StageMemory, fit_budget, fit_whole_process, loader_bytes, loss_terms_bytes,
-    parse_bytes, process_baseline,
+    Allocator, FitChoice, InferenceEstimate, InferenceInput, KernelPath, LoaderInput,
+    MemoryEstimate, MemoryPlan, PlanInput, PlanInputTemplate, StageMemory, fit_budget,
+    fit_inference_batch, fit_whole_process, loader_bytes, loss_terms_bytes, parse_bytes,
+    process_baseline,
 };

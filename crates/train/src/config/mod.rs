@@ -148,6 +148,16 @@ impl Precision {
             Precision::F16 => "f16",
         }
     }
+
+    /// The dtype the model computes in ([`segformer::Segformer::with_compute_dtype`]; `None`:
+    /// f32).
+    pub fn compute_dtype(self) -> Option<burn::tensor::FloatDType> {
+        match self {
+            Precision::F32 => None,
+            Precision::Bf16 => Some(burn::tensor::FloatDType::BF16),
+            Precision::F16 => Some(burn::tensor::FloatDType::F16),
+        }
+    }
 }
 
 impl std::fmt::Display for Precision {

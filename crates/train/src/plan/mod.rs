@@ -28,10 +28,12 @@ use crate::config::Precision;
 
 mod factors;
 mod fit;
+mod inference;
 
 use factors::{factors, pool_reserve};
 pub use factors::{loader_bytes, process_baseline};
 pub use fit::{FitChoice, fit_budget, fit_whole_process, human, parse_bytes};
+pub use inference::{InferenceEstimate, InferenceInput, fit_inference_batch};
 
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;

@@ -2,7 +2,6 @@
 //! position, the loss resolved and the run's log opened with what it says before the first
 //! step.
 
-use burn::tensor::FloatDType;
 use burn::tensor::backend::AutodiffBackend;
 use segformer::Segformer;
 
@@ -39,7 +38,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             (model, TrainerState::default())
         };
         let model = model
-            .with_compute_dtype(compute_dtype(t.precision))
+            .with_compute_dtype(t.precision.compute_dtype())
             .with_kernels(opts.kernels);
         let group = t.accumulation_steps * devices.len();
         if !state.next_batch.is_multiple_of(group) {
@@ -128,15 +127,6 @@ fn resume<B: AutodiffBackend>(
             reason,
         })?;
     Ok((model, state))
-}
-
-/// The dtype the model computes in (`None`: f32).
-fn compute_dtype(precision: Precision) -> Option<FloatDType> {
-    match precision {
-        Precision::F32 => None,
-        Precision::Bf16 => Some(FloatDType::BF16),
-        Precision::F16 => Some(FloatDType::F16),
-    }
 }
 
 /// What the run's log says before the first step: the audit, how the precision runs on the
