@@ -83,24 +83,26 @@ impl BatchChoice {
     }
 }
 
-/// A run's [`BatchChoice`], saying the batch the budget picks whenever it changes.
+/// A run's [`BatchChoice`], saying the batch a given budget picks whenever it changes.
 pub struct Batches {
     choice: BatchChoice,
+    /// The last batch said; `None` before the first. Never said: `Some(0)`.
     said: Cell<Option<usize>>,
 }
 
 impl Batches {
-    /// Batches by `choice`.
-    pub fn new(choice: BatchChoice) -> Self {
+    /// Batches by `choice`; `tell` says the batches a budget picks (a `--memory-budget` the
+    /// user gave), a default budget picks quietly.
+    pub fn new(choice: BatchChoice, tell: bool) -> Self {
         Self {
             choice,
-            said: Cell::new(None),
+            said: Cell::new((!tell).then_some(0)),
         }
     }
 
-    /// [`BatchChoice::windows`]; the first batch the budget picks, and every change after it,
-    /// is said through `say`: `batch of 8 windows: predicted peak 1.4 GiB of the 6 GiB memory
-    /// budget`.
+    /// [`BatchChoice::windows`]; when telling, the first batch the budget picks, and every
+    /// change after it, is said through `say`: `batch of 8 windows: predicted peak 1.4 GiB of
+    /// the 6 GiB memory budget`.
     pub fn windows(
         &self,
         windows: &Windows,
@@ -110,6 +112,7 @@ impl Batches {
     ) -> Result<Windows> {
         let (windows, estimate) = self.choice.windows(windows, config, width)?;
         if let (Some(e), BatchChoice::Budget(budget)) = (estimate, self.choice)
+            && self.said.get() != Some(0)
             && self.said.replace(Some(e.batch)) != Some(e.batch)
         {
             say(&format!(

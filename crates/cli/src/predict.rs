@@ -188,7 +188,7 @@ fn predict_on<B: Backend>(
             model.num_labels(),
         )?;
     }
-    let batches = Batches::new(choice);
+    let batches = Batches::new(choice, args.memory_budget.is_some());
     // The batch is set per scene (`Batches::windows`).
     let windows = Windows::new(tile, args.overlap, 1).with_context(|| {
         format!(

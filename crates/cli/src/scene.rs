@@ -212,7 +212,7 @@ mod tests {
             nodata: None,
             probabilities: None,
             windows: &windows,
-            batches: &Batches::new(crate::batch::BatchChoice::Fixed(3)),
+            batches: &Batches::new(crate::batch::BatchChoice::Fixed(3), false),
             processor: &processor,
             answers: &AnswerSpec::new(
                 &Default::default(),

@@ -175,3 +175,116 @@ fn streamed_scene_equals_the_in_memory_path_and_is_a_tiled_geotiff_with_overview
     let prob = ifds(&streamed.join("scene_prob.tif"));
     assert_eq!(prob[0].nodata.as_deref(), Some("nan"));
 }
+
+/// The u8 class map of a predicted scene.
+fn class_map(path: &Path) -> Vec<u8> {
+    match ifds(path).swap_remove(0).pixels {
+        DecodingResult::U8(px) => px,
+        _ => panic!("{}: class map is u8", path.display()),
+    }
+}
+
+#[test]
+fn a_memory_budget_picks_the_batch_and_the_batch_does_not_change_the_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, geo) = scene(260, 300);
+    let input = dir.path().join("scene.tif");
+    tiles::write_geotiff(&input, &image, Some(&geo)).unwrap();
+    let (one, budget) = (dir.path().join("one"), dir.path().join("budget"));
+    predict(&input, &one, &["--batch-size", "1"]);
+    let out = segfit(&[
+        "predict",
+        "--model",
+        s(&fixture()),
+        "--input",
+        s(&input),
+        "--output",
+        s(&budget),
+        "--tile",
+        "64",
+        "--overlap",
+        "16",
+        "--probabilities",
+        "--memory-budget",
+        "2GiB",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The tiny fixture's windows are small: the budget allows the most, 16.
+    assert!(
+        stderr.contains("batch of 16 windows: predicted peak") && stderr.contains("of the 2 GiB"),
+        "{stderr}"
+    );
+    assert_eq!(
+        class_map(&one.join("scene.tif")),
+        class_map(&budget.join("scene.tif"))
+    );
+    // A budget too small for one window is one error naming the flag.
+    let e = fails(&[
+        "predict",
+        "--model",
+        s(&fixture()),
+        "--input",
+        s(&input),
+        "--output",
+        s(&dir.path().join("none")),
+        "--memory-budget",
+        "1MiB",
+    ]);
+    assert!(e.contains("--memory-budget: one window of"), "{e}");
+    // --batch-size and --memory-budget exclude each other.
+    let e = fails(&[
+        "predict",
+        "--model",
+        s(&fixture()),
+        "--input",
+        s(&input),
+        "--output",
+        s(&dir.path().join("both")),
+        "--batch-size",
+        "2",
+        "--memory-budget",
+        "1GiB",
+    ]);
+    assert!(e.contains("'--batch-size <N>' cannot be used with"), "{e}");
+}
+
+#[test]
+fn bf16_says_how_it_runs_and_without_the_instructions_is_f32() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, geo) = scene(200, 180);
+    let input = dir.path().join("scene.tif");
+    tiles::write_geotiff(&input, &image, Some(&geo)).unwrap();
+    let (f32_out, bf16_out) = (dir.path().join("f32"), dir.path().join("bf16"));
+    predict(&input, &f32_out, &[]);
+    let run = segfit(&[
+        "predict",
+        "--model",
+        s(&fixture()),
+        "--input",
+        s(&input),
+        "--output",
+        s(&bf16_out),
+        "--tile",
+        "64",
+        "--overlap",
+        "16",
+        "--precision",
+        "bf16",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("--precision bf16"), "{stderr}");
+    let (a, b) = (
+        class_map(&f32_out.join("scene.tif")),
+        class_map(&bf16_out.join("scene.tif")),
+    );
+    if segformer::cpu_has_bf16_kernels() {
+        // bf16 products round: most pixels keep their class.
+        let agree = a.iter().zip(&b).filter(|(x, y)| x == y).count();
+        assert!(agree * 100 >= 95 * a.len(), "{agree} of {} agree", a.len());
+    } else {
+        assert!(stderr.contains("no AVX512-BF16"), "{stderr}");
+        assert_eq!(a, b, "without AVX512-BF16, bf16 computes in f32");
+    }
+}
