@@ -65,11 +65,14 @@ commands:
                      chosen configuration, the predicted whole-process peak and the measured
                      peak RSS of each run, and whether it stayed within the budget
   bench pipeline     augmentation + processor throughput on 512² tiles (augment/BENCH.md)
-  bench predict [--sizes 2000,8000,20000] [--python PY] [--keep DIR] [--json FILE]
-                     `segfit predict` on 4-band u16 GeoTIFF scenes (MiT-B0, window 512,
-                     overlap 128): wall time, MP/s and peak RSS, next to
+  bench predict [--sizes 2000,1947x1933,…] [--tile N] [--overlap N] [--batch N] [--http]
+                [--python PY] [--keep DIR] [--json FILE] [--segfit PATH] [--segfit-args ARGS]
+                     `segfit predict` on 4-band u16 COG scenes (MiT-B0, window 512, overlap a
+                     quarter, batch 4 unless given): wall time, MP/s and peak RSS, next to
                      crates/cli/bench/pytorch_predict.py when PY (default python3) has torch +
-                     transformers + tifffile, and the share of pixels whose classes agree
+                     transformers + tifffile (its own loop time too), and the share of pixels
+                     whose classes agree; --http also predicts each scene by URL from a local
+                     HTTP server (requests, bytes, time, peak RSS, same map)
   bench train [--json FILE] [--keep DIR]
                      `cargo xtask train`'s default run, timed (wall time, peak RSS, mIoU per
                      epoch; crates/train/bench-xtask-train.json is its artifact)

@@ -17,6 +17,23 @@ pub fn host() -> Host {
     Host { cores, memory }
 }
 
+/// Makes glibc keep the memory a process frees for its next allocations, instead of handing
+/// large blocks back to the kernel on every free (`mmap`/`munmap` above the mmap threshold,
+/// trimming the heap's top). A sliding-window prediction allocates and frees the same large
+/// activations for every batch; returned each time, every page is faulted in and zeroed again
+/// by the kernel. Measured on `segfit predict` (1947×1933, 512² windows, batch 4, this 2-core
+/// machine): 8.8 s → 7.0 s, peak RSS 385 → 445 MiB (`crates/cli/BENCH-predict.md`). A no-op
+/// elsewhere than glibc.
+pub fn reuse_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets two of glibc's allocator thresholds; it is called before the
+    // command allocates anything large, and its failure (an unsupported value) changes nothing.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+}
+
 /// `MemTotal:  24576000 kB` in bytes.
 fn mem_total(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;

@@ -158,6 +158,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         crate::host::check_flag("--overlap", o, 0, train::MAX_SIDE - 1)?;
     }
     let source = ModelSource::resolve(&args.model)?;
+    crate::host::reuse_freed_memory();
     on_device!(args.device, predict_on(args, &source))
 }
 

@@ -63,6 +63,7 @@
 #![deny(missing_docs)]
 
 mod audit;
+mod chunk_cache;
 mod cog;
 mod dataset;
 mod error;

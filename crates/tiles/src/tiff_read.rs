@@ -14,6 +14,7 @@ use tiff::TiffError;
 use tiff::decoder::{ChunkType, Decoder, DecodingResult, Limits};
 use tiff::tags::Tag;
 
+use crate::chunk_cache::{CACHE_MOST_BYTES, ChunkCache};
 use crate::error::TilesError;
 
 /// Where a [`ChunkedReader`]'s bytes come from.
@@ -181,7 +182,8 @@ pub struct ChunkedReader {
     chunk_w: usize,
     chunk_h: usize,
     planar: bool,
-    buffer: DecodingResult,
+    /// Decoded chunks kept for the windows that overlap them (see [`ChunkCache`]).
+    cache: ChunkCache,
 }
 
 fn bytes_per_sample(kind: SampleKind) -> usize {
@@ -318,7 +320,7 @@ impl ChunkedReader {
             chunk_w: chunk_w as usize,
             chunk_h: (chunk_h as usize).min(h as usize),
             planar,
-            buffer: DecodingResult::U8(Vec::new()),
+            cache: ChunkCache::default(),
         })
     }
 
@@ -399,22 +401,36 @@ impl ChunkedReader {
             }
         }
         if let Input::Remote(file, _) = &mut self.decoder.inner().inner {
-            // Every chunk of the window in one parallel fetch, before decoding any.
+            // Every chunk of the window not decoded yet in one parallel fetch, before
+            // decoding any.
             let ranges: Vec<Range<u64>> = chunks
                 .iter()
+                .filter(|c| !self.cache.holds(c.3))
                 .filter_map(|c| self.chunk_ranges.get(c.3 as usize).cloned())
                 .collect();
             file.prefetch(&ranges)?;
         }
+        let spp = if self.planar { 1 } else { self.bands };
+        let chunk_bytes = self.chunk_w * self.chunk_h * spp * bytes_per_sample(self.kind);
+        // Two rows of chunks across the raster: a row of windows and the next one, which
+        // overlaps it, decode each chunk once.
+        let per_row = self.width.div_ceil(self.chunk_w) * planes;
+        self.cache
+            .set_budget((2 * per_row * chunk_bytes).clamp(4 * chunk_bytes, CACHE_MOST_BYTES));
         for (cx, cy, plane, chunk) in chunks {
             let (cw, ch) = self.decoder.chunk_data_dimensions(chunk);
-            let spp = if self.planar { 1 } else { self.bands };
-            // NOTE: ask for rows as wide as the whole tile. With narrower (edge-tile) rows
-            // tiff 0.11 decodes row by row and fails on LZW tiles ("no lzw end code").
-            let stride = self.chunk_w * spp * bytes_per_sample(self.kind);
-            self.decoder
-                .read_chunk_to_buffer(&mut self.buffer, chunk, stride)
-                .map_err(|e| failure(&self.path, &self.fetch_error, e))?;
+            if !self.cache.holds(chunk) {
+                // NOTE: ask for rows as wide as the whole tile. With narrower (edge-tile)
+                // rows tiff 0.11 decodes row by row and fails on LZW tiles ("no lzw end
+                // code").
+                let stride = self.chunk_w * spp * bytes_per_sample(self.kind);
+                let mut buffer = self.cache.spare();
+                self.decoder
+                    .read_chunk_to_buffer(&mut buffer, chunk, stride)
+                    .map_err(|e| failure(&self.path, &self.fetch_error, e))?;
+                self.cache.insert(chunk, buffer);
+            }
+            let buffer = self.cache.get(chunk).expect("held or just decoded");
             let src = ChunkView {
                 x0: cx * self.chunk_w,
                 y0: cy * self.chunk_h,
@@ -425,7 +441,7 @@ impl ChunkedReader {
                 band0: plane,
             };
             let win = (x, y, w, h, self.bands);
-            copy_chunk(&self.buffer, &src, &mut out, win)
+            copy_chunk(buffer, &src, &mut out, win)
                 .map_err(|reason| TilesError::decode(&self.path, reason))?;
         }
         Ok(Raster::new(w, h, self.bands, out).expect("window buffer sized from its dimensions"))

@@ -88,7 +88,8 @@ impl InferenceEstimate {
         // Input pixels, the upsampled logits and their host copy.
         let io = pixels * (c.num_channels as f64 + 2.0 * k);
         let forward = 4.0 * FORWARD_SCALE * b * (head.max(widest) + io);
-        let queued = PIPELINE_BATCHES as f64 * 2.0 * b * pixels * (c.num_channels as f64 + k);
+        // Pixels queued before the model, logits after it.
+        let queued = PIPELINE_BATCHES as f64 * b * pixels * (c.num_channels as f64 + k);
         let stride = th.saturating_sub(input.overlap).max(1) as f64;
         let width = input.scene_width as f64;
         // (tile + stride) rows of sums and weights, and the emitted rows' logits, classes and
