@@ -170,10 +170,10 @@ mod tests {
             overlap: 128,
             scene_width,
         };
-        // A budget where 6 windows fit a 2000-wide scene: the 30000-wide blend takes room.
-        let budget = InferenceEstimate::new(&input(6, 2000)).total();
+        // A budget where 6 windows fit a 4000-wide scene: the 30000-wide blend takes room.
+        let budget = InferenceEstimate::new(&input(6, 4000)).total();
         let choice = BatchChoice::Budget(budget);
-        let (narrow, e) = choice.windows(&windows, &config, 2000).unwrap();
+        let (narrow, e) = choice.windows(&windows, &config, 4000).unwrap();
         assert_eq!((narrow.batch, e.unwrap().batch), (6, 6));
         let (wide, _) = choice.windows(&windows, &config, 30_000).unwrap();
         assert!(wide.batch < 6, "{}", wide.batch);
