@@ -184,6 +184,21 @@ fn class_map(path: &Path) -> Vec<u8> {
     }
 }
 
+/// `segfit predict` of the fixture on `input` into `out`, with `extra` flags.
+fn predict_with(input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let model = fixture();
+    let base = [
+        "predict",
+        "--model",
+        s(&model),
+        "--input",
+        s(input),
+        "--output",
+        s(out),
+    ];
+    segfit(&[&base[..], extra].concat())
+}
+
 #[test]
 fn a_memory_budget_picks_the_batch_and_the_batch_does_not_change_the_map() {
     let dir = tempfile::tempdir().unwrap();
@@ -192,60 +207,39 @@ fn a_memory_budget_picks_the_batch_and_the_batch_does_not_change_the_map() {
     tiles::write_geotiff(&input, &image, Some(&geo)).unwrap();
     let (one, budget) = (dir.path().join("one"), dir.path().join("budget"));
     predict(&input, &one, &["--batch-size", "1"]);
-    let out = segfit(&[
-        "predict",
-        "--model",
-        s(&fixture()),
-        "--input",
-        s(&input),
-        "--output",
-        s(&budget),
-        "--tile",
-        "64",
-        "--overlap",
-        "16",
-        "--probabilities",
-        "--memory-budget",
-        "2GiB",
-    ]);
+    let windows = ["--tile", "64", "--overlap", "16", "--probabilities"];
+    let out = predict_with(
+        &input,
+        &budget,
+        &[&windows[..], &["--memory-budget", "2GiB"]].concat(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    // The tiny fixture's windows are small: the budget allows the most, 16.
+    // The tiny fixture's windows are small: the budget allows a whole row of windows, the
+    // most a batch holds (6 across 260 pixels).
     assert!(
-        stderr.contains("batch of 16 windows: predicted peak") && stderr.contains("of the 2 GiB"),
+        stderr.contains("batch of 6 windows: predicted peak") && stderr.contains("of the 2 GiB"),
         "{stderr}"
     );
     assert_eq!(
         class_map(&one.join("scene.tif")),
         class_map(&budget.join("scene.tif"))
     );
-    // A budget too small for one window is one error naming the flag.
-    let e = fails(&[
-        "predict",
-        "--model",
-        s(&fixture()),
-        "--input",
-        s(&input),
-        "--output",
-        s(&dir.path().join("none")),
-        "--memory-budget",
-        "1MiB",
-    ]);
+    // A budget too small for one window is one error naming the flag; --batch-size and
+    // --memory-budget exclude each other.
+    let fail = |out: &str, extra: &[&str]| {
+        let run = predict_with(&input, &dir.path().join(out), extra);
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert_eq!(run.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.trim_end().lines().count() == 1,
+            "{stderr}"
+        );
+        stderr
+    };
+    let e = fail("none", &["--memory-budget", "1MiB"]);
     assert!(e.contains("--memory-budget: one window of"), "{e}");
-    // --batch-size and --memory-budget exclude each other.
-    let e = fails(&[
-        "predict",
-        "--model",
-        s(&fixture()),
-        "--input",
-        s(&input),
-        "--output",
-        s(&dir.path().join("both")),
-        "--batch-size",
-        "2",
-        "--memory-budget",
-        "1GiB",
-    ]);
+    let e = fail("both", &["--batch-size", "2", "--memory-budget", "1GiB"]);
     assert!(e.contains("'--batch-size <N>' cannot be used with"), "{e}");
 }
 
@@ -257,21 +251,8 @@ fn bf16_says_how_it_runs_and_without_the_instructions_is_f32() {
     tiles::write_geotiff(&input, &image, Some(&geo)).unwrap();
     let (f32_out, bf16_out) = (dir.path().join("f32"), dir.path().join("bf16"));
     predict(&input, &f32_out, &[]);
-    let run = segfit(&[
-        "predict",
-        "--model",
-        s(&fixture()),
-        "--input",
-        s(&input),
-        "--output",
-        s(&bf16_out),
-        "--tile",
-        "64",
-        "--overlap",
-        "16",
-        "--precision",
-        "bf16",
-    ]);
+    let extra = ["--tile", "64", "--overlap", "16", "--precision", "bf16"];
+    let run = predict_with(&input, &bf16_out, &extra);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     assert!(stderr.contains("--precision bf16"), "{stderr}");
