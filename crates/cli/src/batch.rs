@@ -170,14 +170,14 @@ mod tests {
             overlap: 128,
             scene_width,
         };
-        // A budget where 6 windows fit a 4000-wide scene: the 30000-wide blend takes room.
+        // A budget where 6 windows fit a 4000-wide scene: the 12000-wide blend takes room.
         let budget = InferenceEstimate::new(&input(6, 4000)).total();
         let choice = BatchChoice::Budget(budget);
         let (narrow, e) = choice.windows(&windows, &config, 4000).unwrap();
         assert_eq!((narrow.batch, e.unwrap().batch), (6, 6));
-        let (wide, _) = choice.windows(&windows, &config, 30_000).unwrap();
+        let (wide, _) = choice.windows(&windows, &config, 12_000).unwrap();
         assert!(wide.batch < 6, "{}", wide.batch);
-        assert!(InferenceEstimate::new(&input(wide.batch, 30_000)).total() <= budget);
+        assert!(InferenceEstimate::new(&input(wide.batch, 12_000)).total() <= budget);
         // Too small for one window: the flag is named.
         let e = BatchChoice::Budget(1 << 20)
             .windows(&windows, &config, 2000)

@@ -180,15 +180,19 @@ fn predict_on<B: Backend>(
         .unwrap_or_else(|| source.window(512));
     let host = crate::host::host();
     let choice = BatchChoice::new(args.batch_size, args.memory_budget, args.device, &host);
-    if let BatchChoice::Fixed(batch) = choice {
-        crate::host::check_inference(
-            &host,
-            batch,
-            tile,
-            model.config().num_channels,
-            model.num_labels(),
-        )?;
-    }
+    // The machine's memory bounds a fixed batch, and one window of any batch (the budget's
+    // batch is checked per scene).
+    let floor = match choice {
+        BatchChoice::Fixed(batch) => batch,
+        BatchChoice::Budget(_) => 1,
+    };
+    crate::host::check_inference(
+        &host,
+        floor,
+        tile,
+        model.config().num_channels,
+        model.num_labels(),
+    )?;
     let batches = Batches::new(choice, args.memory_budget.is_some());
     // The batch is set per scene (`Batches::windows`).
     let windows = Windows::new(tile, args.overlap, 1).with_context(|| {
