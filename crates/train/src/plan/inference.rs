@@ -157,17 +157,26 @@ mod tests {
         SegformerConfig::mit_b0().with_num_labels(2)
     }
 
+    /// 512² windows sharing 128 pixels, `batch` at a time, over a scene `scene_width` wide.
+    fn windows_512(
+        config: &SegformerConfig,
+        batch: usize,
+        scene_width: usize,
+    ) -> InferenceInput<'_> {
+        InferenceInput {
+            config,
+            tile: [512, 512],
+            batch,
+            overlap: 128,
+            scene_width,
+        }
+    }
+
     #[test]
     fn the_decode_head_dominates_a_mit_b0_window() {
         // 512² MiT-B0: N₀ = 128² tokens, D = 256: the head's 8·D·N₀ floats are 128 MiB.
         let config = b0();
-        let input = InferenceInput {
-            config: &config,
-            tile: [512, 512],
-            batch: 1,
-            overlap: 128,
-            scene_width: 4000,
-        };
+        let input = windows_512(&config, 1, 4000);
         let e = InferenceEstimate::new(&input);
         let head = 4.0 * 8.0 * 256.0 * 128.0 * 128.0;
         assert!(e.forward as f64 >= head * FORWARD_SCALE, "{e:?}");
@@ -192,15 +201,7 @@ mod tests {
     #[test]
     fn the_blend_grows_with_the_scene_width_only() {
         let config = b0();
-        let at = |scene_width| {
-            InferenceEstimate::new(&InferenceInput {
-                config: &config,
-                tile: [512, 512],
-                batch: 4,
-                overlap: 128,
-                scene_width,
-            })
-        };
+        let at = |scene_width| InferenceEstimate::new(&windows_512(&config, 4, scene_width));
         let (narrow, wide) = (at(4000), at(20_000));
         assert_eq!(narrow.forward, wide.forward);
         // (512 + 384) rows × (2 + 1) floats + 384 rows × 5 floats per column.
@@ -211,13 +212,7 @@ mod tests {
     #[test]
     fn the_batch_is_the_largest_that_fits() {
         let config = b0();
-        let input = InferenceInput {
-            config: &config,
-            tile: [512, 512],
-            batch: 1,
-            overlap: 128,
-            scene_width: 8000,
-        };
+        let input = windows_512(&config, 1, 8000);
         let at = |batch| InferenceEstimate::new(&InferenceInput { batch, ..input }).total();
         // A budget between the predictions for 3 and 4 windows gives 3.
         let budget = (at(3) + at(4)) / 2;
