@@ -82,7 +82,8 @@ fn read_tiff_u8(path: &Path) -> Result<([usize; 2], Vec<u8>)> {
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .with_context(|| format!("reading {}", path.display()))?;
-    palette_as_grey(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+    testkit::tiff::palette_as_grey(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     // A 20000² class map is 400 MB, past the decoder's default buffer limit.
     let mut decoder = tiff::decoder::Decoder::new(std::io::Cursor::new(bytes))
         .with_context(|| format!("reading {}", path.display()))?
@@ -95,30 +96,6 @@ fn read_tiff_u8(path: &Path) -> Result<([usize; 2], Vec<u8>)> {
         tiff::decoder::DecodingResult::U8(v) => Ok(([h as usize, w as usize], v)),
         _ => bail!("{}: expected a u8 class map", path.display()),
     }
-}
-
-/// Rewrites PhotometricInterpretation RGBPalette (3) as MinIsBlack (1) in every IFD of a
-/// little-endian classic TIFF.
-fn palette_as_grey(bytes: &mut [u8]) -> Result<()> {
-    ensure!(
-        bytes.starts_with(b"II*\0"),
-        "not a little-endian classic TIFF"
-    );
-    let at = |b: &[u8], i: usize, n: usize| -> Result<usize> {
-        let field = b.get(i..i + n).context("an IFD past the end of the file")?;
-        Ok(field.iter().rev().fold(0, |v, &x| v << 8 | x as usize))
-    };
-    let mut ifd = at(bytes, 4, 4)?;
-    while ifd != 0 {
-        let n = at(bytes, ifd, 2)?;
-        for e in (0..n).map(|i| ifd + 2 + 12 * i) {
-            if at(bytes, e, 2)? == 262 && at(bytes, e + 8, 2)? == 3 {
-                bytes[e + 8] = 1;
-            }
-        }
-        ifd = at(bytes, ifd + 2 + 12 * n, 4)?;
-    }
-    Ok(())
 }
 
 /// A C-ordered 2-D uint8 .npy (what `np.save` writes for a `uint8 [H, W]` array).

@@ -10,8 +10,8 @@ use train::{Host, InferenceEstimate, InferenceInput, fit_inference_batch, human_
 
 use infer::Windows;
 
-/// The most windows a batch chosen from the budget holds: past 16, a CPU forward gains
-/// nothing per window (`crates/cli/BENCH-predict.md`) and a GPU's needs its own measurement.
+/// The most windows a batch chosen from the budget holds. 16 128² windows ran 1.4–1.8× faster
+/// than 4 on the CPU (`crates/cli/BENCH-predict.md`); larger batches were not measured.
 pub const MOST_AUTO: usize = 16;
 
 /// The batch of a `segfit predict` run.
@@ -86,7 +86,9 @@ impl BatchChoice {
 /// A run's [`BatchChoice`], saying the batch a given budget picks whenever it changes.
 pub struct Batches {
     choice: BatchChoice,
-    /// The last batch said; `None` before the first. Never said: `Some(0)`.
+    /// Whether the budget's batches are said.
+    tell: bool,
+    /// The last batch said.
     said: Cell<Option<usize>>,
 }
 
@@ -96,7 +98,8 @@ impl Batches {
     pub fn new(choice: BatchChoice, tell: bool) -> Self {
         Self {
             choice,
-            said: Cell::new((!tell).then_some(0)),
+            tell,
+            said: Cell::new(None),
         }
     }
 
@@ -112,7 +115,7 @@ impl Batches {
     ) -> Result<Windows> {
         let (windows, estimate) = self.choice.windows(windows, config, width)?;
         if let (Some(e), BatchChoice::Budget(budget)) = (estimate, self.choice)
-            && self.said.get() != Some(0)
+            && self.tell
             && self.said.replace(Some(e.batch)) != Some(e.batch)
         {
             say(&format!(

@@ -101,7 +101,7 @@ impl SceneJob<'_> {
 pub fn predict_scene<B: Backend>(
     model: &Segformer<B>,
     job: &SceneJob<'_>,
-    reader: Box<dyn WindowSource>,
+    mut reader: Box<dyn WindowSource>,
     device: &B::Device,
 ) -> Result<(PathBuf, Finished)> {
     let label = &job.scene.label;
@@ -138,7 +138,6 @@ pub fn predict_scene<B: Backend>(
     // finishes it, read before it is emitted).
     let holes = Mutex::new(HoleRows::default());
     let with_probabilities = outputs.needs_probabilities() || answers.needs_probabilities();
-    let mut reader = reader;
     let windows = job.windows_for(model.config(), w)?;
     predict_streaming(
         model,

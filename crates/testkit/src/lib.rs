@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 pub mod http;
 mod locate;
 pub mod tfevents;
+pub mod tiff;
 
 pub use locate::{Fixtures, Missing, Shared, ci_flag};
 /// Marks a test ignored (with the reason) when the shared fixtures were absent at build

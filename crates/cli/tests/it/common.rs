@@ -237,22 +237,7 @@ pub fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
 /// indices; the colour table itself is checked where it matters (`gis.rs`).
 pub fn palette_as_grey(path: &Path) -> std::io::Cursor<Vec<u8>> {
     let mut bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..4], b"II*\0", "a little-endian classic TIFF");
-    let u = |b: &[u8], at: usize, n: usize| {
-        (0..n)
-            .rev()
-            .fold(0usize, |v, i| v << 8 | b[at + i] as usize)
-    };
-    let mut ifd = u(&bytes, 4, 4);
-    while ifd != 0 {
-        let n = u(&bytes, ifd, 2);
-        for e in (0..n).map(|i| ifd + 2 + 12 * i) {
-            if u(&bytes, e, 2) == 262 && u(&bytes, e + 8, 2) == 3 {
-                bytes[e + 8] = 1;
-            }
-        }
-        ifd = u(&bytes, ifd + 2 + 12 * n, 4);
-    }
+    testkit::tiff::palette_as_grey(&mut bytes).unwrap();
     std::io::Cursor::new(bytes)
 }
 
