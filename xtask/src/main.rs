@@ -9,7 +9,10 @@
 //!   release, but `train`, which times `cargo xtask train`'s own dev build).
 //! - `cargo xtask class-agreement A B`: how many pixels two class maps (u8 GeoTIFF or .npy)
 //!   agree on, as one JSON line (the GPU benchmark runs it on the GPU machine).
+//! - `cargo xtask autotune-seed`: the autotune choices of the last test run on lavapipe as the
+//!   committed seed of the tests' CubeCL cache (`crates/testkit/autotune`).
 
+mod autotune_seed;
 mod bench;
 mod bench_budgets;
 mod bench_gpu;
@@ -34,6 +37,7 @@ fn main() -> Result<()> {
         Some("train") => train::run(&rest),
         Some("bench") => bench::run(&rest),
         Some("class-agreement") => class_map::run(&rest),
+        Some("autotune-seed") => autotune_seed::run(&rest),
         Some("-h" | "--help") | None => {
             println!("{}", HELP);
             Ok(())
@@ -82,7 +86,10 @@ commands:
                      segfit-gpu-bench.tar.gz, under 64 MiB); its run.sh prints the table of
                      crates/train/BENCH-gpu.md. --smoke runs it here on wgpu at toy sizes
   class-agreement A B
-                     the share of pixels two class maps (u8 GeoTIFF or .npy) agree on, as JSON";
+                     the share of pixels two class maps (u8 GeoTIFF or .npy) agree on, as JSON
+  autotune-seed      the kernel choices CubeCL's autotune timed in the last test run
+                     (target/cubecl-tests, lavapipe in CI) as the tests' committed starting
+                     cache, crates/testkit/autotune";
 
 /// The workspace root (xtask lives one level below it).
 pub fn project_root() -> PathBuf {

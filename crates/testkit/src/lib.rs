@@ -39,8 +39,54 @@ pub fn workspace() -> PathBuf {
 /// Where the GPU tests keep CubeCL's autotune cache: one place under the workspace's `target/`
 /// for every test binary, so the kernel choices timed by one run are the next run's (and a
 /// crate's own directory gets no `target/` of CubeCL's default).
+///
+/// A fresh `target/` starts from the choices committed in `crates/testkit/autotune/`, timed on
+/// Mesa's lavapipe by a whole run of the test suite: on a cold cache CubeCL times every
+/// candidate kernel of every new shape on the CPU rasteriser, which was most of the wgpu tests'
+/// time in CI (the MiT-B0 parity test alone ran for over 15 minutes on a 2-core machine). The
+/// entries hold the fastest kernel's index only; a shape they miss is timed as before, and an
+/// entry whose kernel set changed (another CubeCL version, another set of candidates) fails
+/// CubeCL's checksum and is timed again. Refresh them with `cargo xtask autotune-seed` after a
+/// test run on lavapipe.
 pub fn autotune_cache() -> PathBuf {
-    workspace().join("target").join("cubecl-tests")
+    let dir = workspace().join("target").join("cubecl-tests");
+    static SEEDED: std::sync::Once = std::sync::Once::new();
+    SEEDED.call_once(|| seed_autotune(&autotune_seed(), &dir));
+    dir
+}
+
+/// The committed autotune choices ([`autotune_cache`]).
+pub fn autotune_seed() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("autotune")
+}
+
+/// Copies `seed` to `cache/autotune` unless that exists, through a directory renamed into
+/// place, so that a test binary never sees half a copy and two that race both end with one.
+/// A failure leaves CubeCL to time the kernels, as without a seed.
+fn seed_autotune(seed: &Path, cache: &Path) {
+    let target = cache.join("autotune");
+    if target.exists() || !seed.is_dir() {
+        return;
+    }
+    let staging = cache.join(format!("autotune.seeding-{}", std::process::id()));
+    let copied = copy_tree(seed, &staging).and_then(|()| std::fs::rename(&staging, &target));
+    if copied.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let dest = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &dest)?;
+        } else {
+            std::fs::copy(entry.path(), dest)?;
+        }
+    }
+    Ok(())
 }
 
 /// The directory of fixture `case` ([`Fixtures::find`] with this process's environment).

@@ -25,7 +25,17 @@ pub fn run(
     opts: &RunOptions,
     devices: impl Into<Devices>,
 ) -> Result<RunSummary, TrainError> {
-    let devices = devices.into();
+    run_on(cfg, opts, devices.into())
+}
+
+/// [`run`] on its devices. Not generic, so that the training loop's instantiations for every
+/// backend are compiled once, here, and not again in each crate that calls [`run`] (the
+/// `segfit` binary, this crate's tests): they were most of those crates' build time.
+fn run_on(
+    cfg: &TrainConfig,
+    opts: &RunOptions,
+    devices: Devices,
+) -> Result<RunSummary, TrainError> {
     devices.check_available()?;
     let mut fitted = cfg.clone();
     if let Some(reason) = fit_memory(&mut fitted, &devices, opts.kernels)? {
