@@ -111,6 +111,37 @@ pub fn is_ci() -> bool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_autotune_seed_is_copied_once_and_never_over_a_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (seed, cache) = (tmp.path().join("seed"), tmp.path().join("cache"));
+        std::fs::create_dir_all(seed.join("0.10.0/device-3-0")).unwrap();
+        std::fs::write(
+            seed.join("0.10.0/device-3-0/matmul.json.log"),
+            "{\"k\":1}\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(&cache).unwrap();
+        seed_autotune(&seed, &cache);
+        let copied = cache.join("autotune/0.10.0/device-3-0/matmul.json.log");
+        assert_eq!(std::fs::read_to_string(&copied).unwrap(), "{\"k\":1}\n");
+        // What the tests then add to the cache stays: a later process does not re-seed it.
+        std::fs::write(&copied, "{\"k\":1}\n{\"k\":2}\n").unwrap();
+        seed_autotune(&seed, &cache);
+        assert_eq!(std::fs::read_to_string(&copied).unwrap().lines().count(), 2);
+        // No staging directory is left behind.
+        let names: Vec<_> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["autotune"]);
+        // Without a seed there is nothing to copy and no error.
+        let other = tmp.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        seed_autotune(&tmp.path().join("missing"), &other);
+        assert!(!other.join("autotune").exists());
+    }
+
     fn lookup(env_root: Option<PathBuf>, workspace: &Path, ci: bool) -> Fixtures {
         Fixtures {
             env_root,

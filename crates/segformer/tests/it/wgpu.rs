@@ -49,13 +49,17 @@ fn tiny_train_step_matches_hf_on_wgpu_with_burns_composition() {
     common::check_train_on::<Train>(&dir, Kernels::Composed, &device);
 }
 
+/// MiT-B0's forward pass at its real widths on burn-wgpu. Its training step is checked against
+/// HF on burn-flex (`parity_b0`), and the wgpu training step on the tiny model above, through
+/// the same kernels: on lavapipe every kernel of B0's backward pass is one more shader for
+/// Mesa to compile, and with it this one test took 248 s on 2 cores even with CubeCL's
+/// autotune seeded (more with a cold autotune cache, as a clean clone in CI had).
 #[testkit::needs_fixtures]
 #[test]
-fn b0_eval_and_train_step_match_hf_on_wgpu() {
+fn b0_eval_matches_hf_on_wgpu() {
     let Some(device) = common::wgpu_device() else {
         return;
     };
     let dir = testkit::fixture("segformer-b0");
     common::check_eval_on::<Wgpu>(&dir, Kernels::Auto, &device);
-    common::check_train_on::<Train>(&dir, Kernels::Auto, &device);
 }
