@@ -16,7 +16,7 @@ pub fn run(args: &[String]) -> Result<()> {
     if let Some(extra) = args.first() {
         bail!("autotune-seed takes no arguments (got `{extra}`)");
     }
-    let from = crate::project_root().join("target/cubecl-tests/autotune");
+    let from = testkit::autotune_cache_dir().join("autotune");
     let to = testkit::autotune_seed();
     if !from.is_dir() {
         bail!(
