@@ -7,7 +7,9 @@ use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
 use super::gemm::{Precision, View};
-use super::{FusedOp, add_into, apply, dims, flex, route, rows_per_task, sum_in_order, values};
+use super::{
+    FusedOp, Matrix, add_into, apply, dims, flex, route, rows_per_task, sum_in_order, values,
+};
 use crate::compute::{primitive, tensor};
 
 /// `nn.Linear` on the last dimension (burn's weight layout `[d_input, d_output]`), its three
@@ -59,7 +61,7 @@ impl FusedOp<3> for LinearOp {
         let mut shape = dims(x);
         let [d_in, d_out] = [dims(w)[0], dims(w)[1]];
         let rows = x.layout().num_elements() / d_in;
-        let (xv, wv, bv) = (values(x), values(w), values(b));
+        let (xv, wm, bv) = (values(x), Matrix::new(w), values(b));
         let mut out = Vec::with_capacity(rows * d_out);
         for _ in 0..rows {
             out.extend_from_slice(&bv);
@@ -69,7 +71,7 @@ impl FusedOp<3> for LinearOp {
             0,
             d_out,
             View::rows(&xv, 0, rows, d_in, d_in),
-            View::rows(&wv, 0, d_in, d_out, d_out),
+            wm.view(),
             1.0,
             true,
             true,
@@ -89,7 +91,7 @@ impl FusedOp<3> for LinearOp {
         let rows = x.layout().num_elements() / d_in;
         let g = values(&grad);
         let dx = need_x.then(|| {
-            let wv = values(&w);
+            let wm = Matrix::new(&w);
             let mut dx = vec![0.0; rows * d_in];
             let dy = View::rows(&g, 0, rows, d_out, d_out);
             self.precision.matmul(
@@ -97,7 +99,7 @@ impl FusedOp<3> for LinearOp {
                 0,
                 d_in,
                 dy,
-                View::rows(&wv, 0, d_in, d_out, d_out).t(),
+                wm.view().t(),
                 1.0,
                 false,
                 true,
