@@ -112,7 +112,7 @@ impl FusedOp<3> for AttentionOp {
     ) -> (FlexTensor, Option<Self::Saved>) {
         let g = Geometry::new(q, k, self.heads);
         let (qv, kv, vv) = (values(q), values(k), values(v));
-        let mut out = vec![0.0f32; g.batch * g.n * g.c];
+        let mut out = super::zeros(g.batch * g.n * g.c);
         for b in 0..g.batch {
             let (qo, ko) = (b * g.n * g.c, b * g.m * g.c);
             // Kᵀ and V of each head, packed once for every block of queries.
@@ -152,7 +152,7 @@ impl FusedOp<3> for AttentionOp {
     ) -> [Option<FlexTensor>; 3] {
         let g = Geometry::new(&q, &k, self.heads);
         let (qv, kv, vv, dov) = (values(&q), values(&k), values(&v), values(&grad));
-        let mut dq = vec![0.0f32; g.batch * g.n * g.c];
+        let mut dq = super::zeros(g.batch * g.n * g.c);
         let mut dk = Vec::with_capacity(g.batch * g.m * g.c);
         let mut dv = Vec::with_capacity(g.batch * g.m * g.c);
         // A fixed number of row groups per image, each accumulating its own dK/dV, summed in

@@ -272,21 +272,32 @@ fn plane_dz(dz: &mut [f32], z: &[f32], dy: &[f32], cn: ChannelNorm, mask: Option
 }
 
 /// `out += up(plane)` for one `[h, w]` plane upsampled to `[H, W]` (`out` is `[H, W]`).
+///
+/// Separable: each source row is interpolated along x once (into `rows`, `h × W`), then each
+/// output row is a weighted sum of two of those rows, a contiguous pass the compiler
+/// vectorises. The arithmetic per output pixel is the same as interpolating the four taps
+/// directly (`top`, `bottom` and their blend), so the sums are identical bit for bit.
 fn add_upsampled(
     out: &mut [f32],
     plane: &[f32],
     [h, w]: [usize; 2],
     ty: &[(usize, usize, f32)],
     tx: &[(usize, usize, f32)],
+    rows: &mut Vec<f32>,
 ) {
     let width = tx.len();
+    rows.clear();
+    rows.resize(h * width, 0.0);
+    for (src, up) in plane.chunks_exact(w).zip(rows.chunks_exact_mut(width)) {
+        for (u, &(x0, x1, wx)) in up.iter_mut().zip(tx) {
+            *u = src[x0] * (1.0 - wx) + src[x1] * wx;
+        }
+    }
     for (oy, &(y0, y1, wy)) in ty.iter().enumerate() {
-        let (r0, r1) = (&plane[y0 * w..][..w], &plane[y1 * w..][..w]);
+        let (top, bottom) = (&rows[y0 * width..][..width], &rows[y1 * width..][..width]);
         let row = &mut out[oy * width..][..width];
-        for (o, &(x0, x1, wx)) in row.iter_mut().zip(tx) {
-            let top = r0[x0] * (1.0 - wx) + r0[x1] * wx;
-            let bottom = r1[x0] * (1.0 - wx) + r1[x1] * wx;
-            *o += top * (1.0 - wy) + bottom * wy;
+        for ((o, &t), &b) in row.iter_mut().zip(top).zip(bottom) {
+            *o += t * (1.0 - wy) + b * wy;
         }
     }
     debug_assert_eq!(plane.len(), h * w);
@@ -337,19 +348,21 @@ impl FusedOp<7> for DecodeTail {
         let ty: Vec<_> = sizes.iter().map(|s| taps(s[0], height)).collect();
         let tx: Vec<_> = sizes.iter().map(|s| taps(s[1], width)).collect();
         // z = Σ up(maps) + shift, plane by plane.
-        let mut z = vec![0.0f32; batch * d * hw];
-        z.par_chunks_mut(hw).enumerate().for_each(|(p, out)| {
-            out.fill(shift[p % d]);
-            for (i, m) in maps.iter().enumerate() {
-                let [h, w] = sizes[i];
-                let plane = &m[p * h * w..][..h * w];
-                if [h, w] == [height, width] {
-                    super::add_into(out, plane);
-                } else {
-                    add_upsampled(out, plane, [h, w], &ty[i], &tx[i]);
+        let mut z = super::zeros(batch * d * hw);
+        z.par_chunks_mut(hw)
+            .enumerate()
+            .for_each_init(Vec::new, |rows, (p, out)| {
+                out.fill(shift[p % d]);
+                for (i, m) in maps.iter().enumerate() {
+                    let [h, w] = sizes[i];
+                    let plane = &m[p * h * w..][..h * w];
+                    if [h, w] == [height, width] {
+                        super::add_into(out, plane);
+                    } else {
+                        add_upsampled(out, plane, [h, w], &ty[i], &tx[i], rows);
+                    }
                 }
-            }
-        });
+            });
         let n = batch * hw;
         let stats: Vec<(f32, f32)> = match &self.stats {
             Stats::Batch(_) => (0..d)
@@ -374,7 +387,7 @@ impl FusedOp<7> for DecodeTail {
             .iter()
             .map(|&(mean, var)| (mean, 1.0 / (var + self.eps).sqrt()))
             .collect();
-        let mut y = vec![0.0f32; z.len()];
+        let mut y = super::zeros(z.len());
         y.par_chunks_mut(hw)
             .zip(z.par_chunks(hw))
             .enumerate()
@@ -432,7 +445,7 @@ impl FusedOp<7> for DecodeTail {
             })
             .collect();
         // dz plane by plane, with each plane's Σ dz for the shift's gradient.
-        let mut dz = vec![0.0f32; zv.len()];
+        let mut dz = super::zeros(zv.len());
         let plane_sums: Vec<f32> = dz
             .par_chunks_mut(hw)
             .enumerate()
@@ -468,7 +481,7 @@ impl FusedOp<7> for DecodeTail {
                     return flex(dz.clone(), &[batch, d, h, w]);
                 }
                 let (ty, tx) = (taps(h, height), taps(w, width));
-                let mut dm = vec![0.0f32; batch * d * h * w];
+                let mut dm = super::zeros(batch * d * h * w);
                 dm.par_chunks_mut(h * w).enumerate().for_each(|(p, plane)| {
                     add_downsampled(plane, &dz[p * hw..][..hw], w, &ty, &tx);
                 });

@@ -181,7 +181,7 @@ impl FusedOp<3> for DwConvOp {
         let (h, w) = (self.h, self.w);
         let (xv, bv) = (values(x), values(b));
         let taps = taps(&values(wt), c);
-        let mut out = vec![0.0f32; xv.len()];
+        let mut out = super::zeros(xv.len());
         out.par_chunks_mut(w * c).enumerate().for_each(|(r, row)| {
             let (img, y) = (r / h, r % h);
             conv_row(
@@ -212,7 +212,7 @@ impl FusedOp<3> for DwConvOp {
         let (xv, bv, dy) = (values(&x), values(&b), values(&grad));
         let taps = taps(&values(&wt), c);
         // dz = dy · act'(z), with z = conv(x) + bias recomputed row by row.
-        let mut dz = vec![0.0f32; xv.len()];
+        let mut dz = super::zeros(xv.len());
         dz.par_chunks_mut(w * c).enumerate().for_each(|(r, row)| {
             let (img, y) = (r / h, r % h);
             conv_row(&xv[img * plane..][..plane], &taps, &bv, y, h, w, row);
@@ -226,7 +226,7 @@ impl FusedOp<3> for DwConvOp {
                 flipped[(8 - k) * c..][..c].copy_from_slice(&taps[k * c..][..c]);
             }
             let zeros = vec![0.0f32; c];
-            let mut dx = vec![0.0f32; xv.len()];
+            let mut dx = super::zeros(xv.len());
             dx.par_chunks_mut(w * c).enumerate().for_each(|(r, row)| {
                 let (img, y) = (r / h, r % h);
                 conv_row(&dz[img * plane..][..plane], &flipped, &zeros, y, h, w, row);

@@ -68,7 +68,7 @@ impl FusedOp<1> for Im2col {
         let k = self.k;
         let row = c * k * k;
         let xv = values(x);
-        let mut out = vec![0.0f32; batch * ho * wo * row];
+        let mut out = super::zeros(batch * ho * wo * row);
         // One task per output row of one image: `wo` patch rows.
         out.par_chunks_mut((wo * row).max(1))
             .enumerate()
@@ -108,7 +108,7 @@ impl FusedOp<1> for Im2col {
         let k = self.k;
         let row = c * k * k;
         let gv = values(&grad);
-        let mut dx = vec![0.0f32; batch * c * h * w];
+        let mut dx = super::zeros(batch * c * h * w);
         // One task per input plane: the patches overlap, so each plane gathers the sum of
         // every tap that read it, in a fixed order.
         dx.par_chunks_mut((h * w).max(1))

@@ -49,7 +49,7 @@ impl FusedOp<3> for LayerNormOp {
         let shape = dims(x);
         let c = *shape.last().unwrap();
         let (xv, gv, bv) = (values(x), values(g), values(b));
-        let mut out = vec![0.0f32; xv.len()];
+        let mut out = super::zeros(xv.len());
         let chunk = rows_per_task(c, 1 << 14) * c;
         let stats: Vec<Vec<(f32, f32)>> = out
             .par_chunks_mut(chunk)
@@ -81,7 +81,7 @@ impl FusedOp<3> for LayerNormOp {
         let shape = dims(&x);
         let c = *shape.last().unwrap();
         let (xv, gv, dy) = (values(&x), values(&g), values(&grad));
-        let mut dx = vec![0.0f32; xv.len()];
+        let mut dx = super::zeros(xv.len());
         let rows_per = rows_per_task(c, 1 << 14);
         let chunk = rows_per * c;
         // Per task: the partial sums of dy·x̂ (for gamma) and dy (for beta).

@@ -94,16 +94,8 @@ impl FusedOp<3> for LinearOp {
             let wm = Matrix::new(&w);
             let mut dx = vec![0.0; rows * d_in];
             let dy = View::rows(&g, 0, rows, d_out, d_out);
-            self.precision.matmul(
-                &mut dx,
-                0,
-                d_in,
-                dy,
-                wm.view().t(),
-                1.0,
-                false,
-                true,
-            );
+            self.precision
+                .matmul(&mut dx, 0, d_in, dy, wm.view().t(), 1.0, false, true);
             flex(dx, &dims(&x))
         });
         let dw = need_w.then(|| {

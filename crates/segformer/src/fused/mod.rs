@@ -250,6 +250,19 @@ impl<'a> Matrix<'a> {
     }
 }
 
+/// `len` zeros written by rayon's threads. A large `vec![0.0; len]` is a memset on the
+/// model's thread while the pool waits (with freed memory kept for reuse, the allocator
+/// cannot hand out fresh zeroed pages): for output buffers that the parallel pass then fills.
+pub(crate) fn zeros(len: usize) -> Vec<f32> {
+    use rayon::iter::ParallelExtend;
+    if len < 1 << 16 {
+        return vec![0.0; len];
+    }
+    let mut v = Vec::with_capacity(len);
+    v.par_extend(rayon::iter::repeat_n(0.0f32, len));
+    v
+}
+
 /// A contiguous f32 `Flex` tensor owning `data`.
 pub(crate) fn flex(data: Vec<f32>, shape: &[usize]) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(data, shape.to_vec()))

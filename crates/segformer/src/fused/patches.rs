@@ -65,7 +65,7 @@ impl FusedOp<1> for Patches {
         let (s, rows) = (self.s, (self.h / self.s) * (self.w / self.s));
         let xv = values(x);
         let per = rows * s * s * c;
-        let mut out = vec![0.0f32; batch * per];
+        let mut out = super::zeros(batch * per);
         out.par_chunks_mut(per.max(1))
             .zip(xv.par_chunks((n * c).max(1)))
             .for_each(|(o, xb)| {
@@ -81,7 +81,7 @@ impl FusedOp<1> for Patches {
         let c = k / (self.s * self.s);
         let s = self.s;
         let gv = values(&grad);
-        let mut dx = vec![0.0f32; batch * n * c];
+        let mut dx = super::zeros(batch * n * c);
         dx.par_chunks_mut((n * c).max(1))
             .zip(gv.par_chunks((rows * k).max(1)))
             .for_each(|(d, g)| {

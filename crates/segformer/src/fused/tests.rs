@@ -79,6 +79,57 @@ fn linear_matches_burn_linear() {
     }
 }
 
+/// The weight as loaded from a PyTorch `[out, in]` checkpoint, a transposed view of its
+/// storage (which the fused linear reads in place): the same values and gradients.
+#[test]
+fn linear_reads_a_transposed_weight_view() {
+    let _rng = crate::test_support::rng_lock();
+    let (mut layer, x) = linear_case();
+    let torch_layout = layer.weight.val().transpose().to_data();
+    let view = Tensor::<A, 2>::from_data(torch_layout, &Default::default()).transpose();
+    assert!(!crate::compute::primitive(view.clone().inner()).is_contiguous());
+    layer.weight = Param::from_tensor(view);
+    let (fo, fg) = linear_run(&layer, &x, |l, x| {
+        linear(l, x, Precision::F32).expect("fused route")
+    });
+    let (go, gg) = linear_run(&layer, &x, |l, x| l.forward(x.clone()));
+    assert_close("y", fo, go, 1e-5);
+    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+        assert_close(&format!("grad {i}"), f, g, 1e-5);
+    }
+}
+
+/// [`Matrix`] reads strided views where they lie and copies only what it must (negative
+/// strides), with the same elements as the row-major values either way.
+#[test]
+fn matrix_views_match_the_values() {
+    let t = flex((0..12).map(|v| v as f32 * 0.5).collect(), &[3, 4]);
+    let flipped = t.clone().with_layout(t.layout().flip(&[1]));
+    let cases = [
+        (t.clone(), true),
+        (t.transpose(0, 1), true),
+        (t.narrow(1, 1, 2), true),
+        (flipped, false),
+    ];
+    for (case, (tensor, in_place)) in cases.iter().enumerate() {
+        let m = Matrix::new(tensor);
+        assert_eq!(
+            matches!(m.data, Values::Borrowed(_)),
+            *in_place,
+            "case {case}"
+        );
+        let v = m.view();
+        let rows = values(tensor);
+        let cols = v.cols;
+        for i in 0..v.rows {
+            for j in 0..cols {
+                let got = v.data[v.offset + i * v.rs + j * v.cs];
+                assert_eq!(got, rows[i * cols + j], "case {case} ({i}, {j})");
+            }
+        }
+    }
+}
+
 /// The bf16 products: the forward is f32 arithmetic on bf16-rounded operands (checked against
 /// exactly that, computed by burn), and values and gradients stay within bf16 rounding of
 /// autocast's composition (burn's bf16 linear, whose results are rounded to bf16 as well).

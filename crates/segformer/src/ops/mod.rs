@@ -165,8 +165,13 @@ pub(crate) fn patch_conv<B: Backend>(
         && let Some(precision) = fused_products::<B>(c, &x.device())
         && let Some(patches) = fused::patches(&x, [h, w], s)
     {
-        // [C_out, C, s, s] -> [C_out, s, s, C]: the patches' (ky, kx, c) order
-        let (weight, bias) = conv_as_linear(layer, layer.weight.val().permute([0, 2, 3, 1]));
+        // [C_out, C, s, s] -> [C_out, C, s·s] -> [C_out, s·s, C]: the patches' (ky, kx, c)
+        // order, by the blocked transpose (a permuted view would be copied element by element
+        // by the reshape in `conv_as_linear`, on every forward).
+        let c_out = layer.weight.dims()[0];
+        let weight = transpose12(layer.weight.val().reshape([c_out, channels, s * s]), c)
+            .reshape([c_out, s, s, channels]);
+        let (weight, bias) = conv_as_linear(layer, weight);
         if let Some(y) = fused::linear_with(&patches, weight, bias, precision) {
             return y;
         }
