@@ -7,9 +7,7 @@ use burn::tensor::backend::Backend;
 use rayon::prelude::*;
 
 use super::gemm::{Precision, View};
-use super::{
-    FusedOp, Matrix, add_into, apply, dims, flex, route, rows_per_task, sum_in_order, values,
-};
+use super::{FusedOp, add_into, apply, dims, flex, route, rows_per_task, sum_in_order, values};
 use crate::compute::{primitive, tensor};
 
 /// `nn.Linear` on the last dimension (burn's weight layout `[d_input, d_output]`), its three
@@ -61,7 +59,7 @@ impl FusedOp<3> for LinearOp {
         let mut shape = dims(x);
         let [d_in, d_out] = [dims(w)[0], dims(w)[1]];
         let rows = x.layout().num_elements() / d_in;
-        let (xv, wm, bv) = (values(x), Matrix::new(w), values(b));
+        let (xv, wv, bv) = (values(x), values(w), values(b));
         let mut out = Vec::with_capacity(rows * d_out);
         for _ in 0..rows {
             out.extend_from_slice(&bv);
@@ -71,7 +69,7 @@ impl FusedOp<3> for LinearOp {
             0,
             d_out,
             View::rows(&xv, 0, rows, d_in, d_in),
-            wm.view(),
+            View::rows(&wv, 0, d_in, d_out, d_out),
             1.0,
             true,
             true,
@@ -91,11 +89,19 @@ impl FusedOp<3> for LinearOp {
         let rows = x.layout().num_elements() / d_in;
         let g = values(&grad);
         let dx = need_x.then(|| {
-            let wm = Matrix::new(&w);
+            let wv = values(&w);
             let mut dx = vec![0.0; rows * d_in];
             let dy = View::rows(&g, 0, rows, d_out, d_out);
-            self.precision
-                .matmul(&mut dx, 0, d_in, dy, wm.view().t(), 1.0, false, true);
+            self.precision.matmul(
+                &mut dx,
+                0,
+                d_in,
+                dy,
+                View::rows(&wv, 0, d_in, d_out, d_out).t(),
+                1.0,
+                false,
+                true,
+            );
             flex(dx, &dims(&x))
         });
         let dw = need_w.then(|| {

@@ -166,18 +166,36 @@ impl<O: FusedOp<N>, const N: usize> Backward<Flex, N> for FusedBackward<O> {
 }
 
 /// The f32 values of a `Flex` tensor in row-major order: its own storage when contiguous,
-/// else one contiguous copy.
+/// else one contiguous copy. A transposed matrix (burn's linear weights loaded from PyTorch's
+/// `[out, in]` are such views) is copied by the blocked transpose: burn-flex's generic strided
+/// copy of every weight on every forward was a sixth of a small-window scene prediction's time.
+///
+/// The products read these row-major copies, never the strided views themselves: with a
+/// column-major right-hand side, the `gemm` crate's rounding depends on the number of rows,
+/// and a window's logits would change with the batch it is predicted in.
 pub(crate) fn values(t: &FlexTensor) -> Values<'_> {
-    match t.as_slice::<f32>() {
-        Some(s) => Values::Borrowed(s),
-        None => Values::Copied(t.to_contiguous()),
+    if let Some(s) = t.as_slice::<f32>() {
+        return Values::Borrowed(s);
     }
+    let layout = t.layout();
+    let shape = layout.shape();
+    if shape.num_dims() == 2 && t.dtype() == DType::F32 {
+        let (rows, cols) = (shape[0], shape[1]);
+        if layout.strides() == [1, rows as isize] {
+            // The storage holds the row-major `[cols, rows]` transpose.
+            let src = &t.storage::<f32>()[layout.start_offset()..][..rows * cols];
+            return Values::Owned(transpose::transpose_batched(src, 1, cols, rows));
+        }
+    }
+    Values::Copied(t.to_contiguous())
 }
 
 /// What [`values`] returns: a borrowed slice, or the contiguous copy that holds the values.
 pub(crate) enum Values<'a> {
     /// The tensor's own storage.
     Borrowed(&'a [f32]),
+    /// A transposed matrix's values, transposed back.
+    Owned(Vec<f32>),
     /// A contiguous copy (one pass over the strided view).
     Copied(FlexTensor),
 }
@@ -188,64 +206,8 @@ impl std::ops::Deref for Values<'_> {
     fn deref(&self) -> &[f32] {
         match self {
             Self::Borrowed(s) => s,
+            Self::Owned(v) => v,
             Self::Copied(t) => t.as_slice::<f32>().expect("a contiguous f32 copy"),
-        }
-    }
-}
-
-/// A 2-D f32 `Flex` tensor as a matrix for the products, without a copy when its layout is
-/// any non-negative strided view of its storage. burn's linear weights loaded from PyTorch's
-/// `[out, in]` are such views (a transpose), and copying them on every forward was a
-/// sixth of a small-window scene prediction's time on the model's thread.
-pub(crate) struct Matrix<'a> {
-    data: Values<'a>,
-    offset: usize,
-    rows: usize,
-    cols: usize,
-    rs: usize,
-    cs: usize,
-}
-
-impl<'a> Matrix<'a> {
-    /// `t` (2-D, f32) as a matrix.
-    pub(crate) fn new(t: &'a FlexTensor) -> Self {
-        let layout = t.layout();
-        let shape = layout.shape();
-        assert_eq!(shape.num_dims(), 2, "a matrix is 2-D");
-        let (rows, cols) = (shape[0], shape[1]);
-        if let [rs, cs] = *layout.strides()
-            && rs >= 0
-            && cs >= 0
-            && t.dtype() == DType::F32
-        {
-            return Self {
-                data: Values::Borrowed(t.storage::<f32>()),
-                offset: layout.start_offset(),
-                rows,
-                cols,
-                rs: rs as usize,
-                cs: cs as usize,
-            };
-        }
-        Self {
-            data: values(t),
-            offset: 0,
-            rows,
-            cols,
-            rs: cols,
-            cs: 1,
-        }
-    }
-
-    /// The matrix as a gemm view (`rows × cols`).
-    pub(crate) fn view(&self) -> gemm::View<'_> {
-        gemm::View {
-            data: &self.data,
-            offset: self.offset,
-            rows: self.rows,
-            cols: self.cols,
-            rs: self.rs,
-            cs: self.cs,
         }
     }
 }
