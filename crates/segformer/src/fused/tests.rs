@@ -65,37 +65,27 @@ fn linear_run(
     )
 }
 
+/// The fused linear against burn's, values and gradients, with the weight contiguous and as
+/// loaded from a PyTorch `[out, in]` checkpoint: a transposed view of its storage.
 #[test]
 fn linear_matches_burn_linear() {
-    let _rng = crate::test_support::rng_lock();
-    let (layer, x) = linear_case();
-    let (fo, fg) = linear_run(&layer, &x, |l, x| {
-        linear(l, x, Precision::F32).expect("fused route")
-    });
-    let (go, gg) = linear_run(&layer, &x, |l, x| l.forward(x.clone()));
-    assert_close("y", fo, go, 1e-5);
-    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
-        assert_close(&format!("grad {i}"), f, g, 1e-5);
-    }
-}
-
-/// The weight as loaded from a PyTorch `[out, in]` checkpoint, a transposed view of its
-/// storage (which the fused linear reads in place): the same values and gradients.
-#[test]
-fn linear_reads_a_transposed_weight_view() {
     let _rng = crate::test_support::rng_lock();
     let (mut layer, x) = linear_case();
     let torch_layout = layer.weight.val().transpose().to_data();
     let view = Tensor::<A, 2>::from_data(torch_layout, &Default::default()).transpose();
     assert!(!crate::compute::primitive(view.clone().inner()).is_contiguous());
-    layer.weight = Param::from_tensor(view);
-    let (fo, fg) = linear_run(&layer, &x, |l, x| {
-        linear(l, x, Precision::F32).expect("fused route")
-    });
-    let (go, gg) = linear_run(&layer, &x, |l, x| l.forward(x.clone()));
-    assert_close("y", fo, go, 1e-5);
-    for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
-        assert_close(&format!("grad {i}"), f, g, 1e-5);
+    for weight in ["contiguous", "transposed view"] {
+        if weight == "transposed view" {
+            layer.weight = Param::from_tensor(view.clone());
+        }
+        let (fo, fg) = linear_run(&layer, &x, |l, x| {
+            linear(l, x, Precision::F32).expect("fused route")
+        });
+        let (go, gg) = linear_run(&layer, &x, |l, x| l.forward(x.clone()));
+        assert_close(&format!("y, {weight}"), fo, go, 1e-5);
+        for (i, (f, g)) in fg.into_iter().zip(gg).enumerate() {
+            assert_close(&format!("grad {i}, {weight}"), f, g, 1e-5);
+        }
     }
 }
 
