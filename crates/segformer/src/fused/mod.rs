@@ -215,6 +215,7 @@ impl std::ops::Deref for Values<'_> {
 /// `len` zeros written by rayon's threads. A large `vec![0.0; len]` is a memset on the
 /// model's thread while the pool waits (with freed memory kept for reuse, the allocator
 /// cannot hand out fresh zeroed pages): for output buffers that the parallel pass then fills.
+/// Below 64 Ki floats (256 KiB) it stays a plain memset: a threshold chosen, not measured.
 pub(crate) fn zeros(len: usize) -> Vec<f32> {
     use rayon::iter::ParallelExtend;
     if len < 1 << 16 {
