@@ -1,5 +1,6 @@
 //! `cargo xtask bench predict [--sizes 2000,1947x1933,…] [--tile N] [--overlap N] [--batch N]
-//! [--http] [--python PY] [--keep DIR] [--json FILE] [--segfit PATH] [--segfit-args "…"]`:
+//! [--repeat N] [--http] [--python PY] [--keep DIR] [--json FILE] [--segfit PATH]
+//! [--segfit-args "…"]`:
 //! whole-scene prediction speed and peak memory, segfit next to PyTorch + transformers.
 //!
 //! Builds `segfit` (unless `--segfit PATH` names a binary to use) and the tiles `make_scene`
@@ -12,7 +13,9 @@
 //! are measured the same way, start-up and model load included; PyTorch's own time after its
 //! imports is reported too. The last columns: the share of pixels where the two class maps
 //! agree, and the share of segfit's pixels outside its most common class (how much that
-//! agreement says). With `--http`, segfit also predicts each scene through a local HTTP server
+//! agreement says). `--repeat N` runs both tools N times per scene, alternating (segfit, then
+//! PyTorch, N times), and reports the median time of each, the largest peak RSS, and every run's
+//! time below the table: single runs on a small shared machine vary by ±10 % or more. With `--http`, segfit also predicts each scene through a local HTTP server
 //! (`testkit`'s range server on 127.0.0.1, in this process) by URL: its wall time, peak RSS,
 //! the requests and bytes it fetched, and whether its class map equals the local one.
 
@@ -31,6 +34,8 @@ struct Flags {
     overlap: Option<usize>,
     /// Windows per forward on both sides (segfit's `--batch-size`, the script's `--batch`).
     batch: usize,
+    /// Runs of each tool per scene (medians reported).
+    repeat: usize,
     /// Also predict each scene by URL through a local HTTP server.
     http: bool,
     python: String,
@@ -59,10 +64,16 @@ struct Row {
     width: usize,
     height: usize,
     windows: Option<usize>,
+    /// The median time and largest peak RSS of segfit's runs.
     segfit: Usage,
+    /// Each segfit run's seconds, in order.
+    segfit_runs: Vec<f64>,
     pytorch: Option<Usage>,
-    /// The script's own time after its imports (model load, read, inference, write).
+    /// The script's own time after its imports (model load, read, inference, write): the
+    /// median over the runs.
     pytorch_loop_s: Option<f64>,
+    /// Each PyTorch run's loop seconds, in order.
+    pytorch_loop_runs: Vec<f64>,
     agree_percent: Option<f64>,
     /// The share of segfit's pixels outside its most common class: how much the agreement
     /// says (a map of one class agrees trivially).
@@ -132,6 +143,7 @@ fn parse(args: &[String]) -> Result<Flags> {
         tile: 512,
         overlap: None,
         batch: 4,
+        repeat: 1,
         http: false,
         python: "python3".into(),
         keep: None,
@@ -164,6 +176,12 @@ fn parse(args: &[String]) -> Result<Flags> {
             "--tile" => flags.tile = number(flag, &value)?,
             "--overlap" => flags.overlap = Some(number(flag, &value)?),
             "--batch" => flags.batch = number(flag, &value)?,
+            "--repeat" => {
+                flags.repeat = value
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("--repeat: expected a run count, found `{value}`"))?
+            }
             "--python" => flags.python = value,
             "--keep" => flags.keep = Some(value.into()),
             "--json" => flags.json = Some(value.into()),
@@ -173,14 +191,14 @@ fn parse(args: &[String]) -> Result<Flags> {
             }
             other => bail!(
                 "unknown flag `{other}`; expected --sizes A,WxH,… --tile N --overlap N --batch N \
-                 --http --python PY --keep DIR --json FILE --segfit PATH --segfit-args \"…\""
+                 --repeat N --http --python PY --keep DIR --json FILE --segfit PATH --segfit-args \"…\""
             ),
         }
     }
     ensure!(!flags.sizes.is_empty(), "--sizes is empty");
     ensure!(
-        flags.tile > 0 && flags.batch > 0 && flags.overlap() < flags.tile,
-        "--tile and --batch must be positive and --overlap smaller than --tile"
+        flags.tile > 0 && flags.batch > 0 && flags.repeat > 0 && flags.overlap() < flags.tile,
+        "--tile, --batch and --repeat must be positive and --overlap smaller than --tile"
     );
     Ok(flags)
 }
@@ -253,25 +271,43 @@ fn bench(
             )?;
         }
         let out = dir.join(format!("segfit_{name}"));
-        eprintln!("== {width}x{height}: segfit predict");
-        let segfit_usage = predict(&scene.display().to_string(), &out)?;
         let segfit_map = out.join(format!("{name}.tif"));
-        let (mut pytorch, mut pytorch_loop_s, mut windows) = (None, None, None);
+        let npy = dir.join(format!("pytorch_{name}.npy"));
+        let (mut segfit_runs, mut pytorch_runs, mut pytorch_loop_runs) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let mut windows = None;
+        for run in 1..=flags.repeat {
+            eprintln!(
+                "== {width}x{height}: segfit predict (run {run} of {})",
+                flags.repeat
+            );
+            segfit_runs.push(predict(&scene.display().to_string(), &out)?);
+            if python {
+                eprintln!(
+                    "== {width}x{height}: {} (run {run} of {})",
+                    script.display(),
+                    flags.repeat
+                );
+                let (usage, stdout) = measure_stdout(
+                    Command::new(&flags.python)
+                        .arg(&script)
+                        .arg(&hf)
+                        .arg(&scene)
+                        .arg(&npy)
+                        .args(["--tile", &tile, "--overlap", &overlap, "--batch", &batch]),
+                )?;
+                pytorch_runs.push(usage);
+                pytorch_loop_runs.extend(json_number(&stdout, "seconds"));
+                windows = json_number(&stdout, "windows").map(|w| w as usize);
+            }
+        }
+        let segfit_usage = Usage::median(&segfit_runs);
+        let (pytorch, pytorch_loop_s) = (
+            (!pytorch_runs.is_empty()).then(|| Usage::median(&pytorch_runs)),
+            (!pytorch_loop_runs.is_empty()).then(|| median(&pytorch_loop_runs)),
+        );
         let (mut agree_percent, mut minority_percent) = (None, None);
         if python {
-            eprintln!("== {width}x{height}: {}", script.display());
-            let npy = dir.join(format!("pytorch_{name}.npy"));
-            let (usage, stdout) = measure_stdout(
-                Command::new(&flags.python)
-                    .arg(&script)
-                    .arg(&hf)
-                    .arg(&scene)
-                    .arg(&npy)
-                    .args(["--tile", &tile, "--overlap", &overlap, "--batch", &batch]),
-            )?;
-            pytorch = Some(usage);
-            pytorch_loop_s = json_number(&stdout, "seconds");
-            windows = json_number(&stdout, "windows").map(|w| w as usize);
             let a = crate::class_map::agreement(&segfit_map, &npy)?;
             (agree_percent, minority_percent) = (Some(a.agree_percent()), Some(a.minority_percent));
             if flags.keep.is_none() {
@@ -316,14 +352,38 @@ fn bench(
             height,
             windows,
             segfit: segfit_usage,
+            segfit_runs: segfit_runs.iter().map(|u| u.seconds).collect(),
             pytorch,
             pytorch_loop_s,
+            pytorch_loop_runs,
             agree_percent,
             minority_percent,
             http,
         });
     }
     Ok(rows)
+}
+
+impl Usage {
+    /// The median seconds of `runs` (not empty) and their largest peak RSS.
+    fn median(runs: &[Usage]) -> Usage {
+        Usage {
+            seconds: median(&runs.iter().map(|u| u.seconds).collect::<Vec<_>>()),
+            peak_rss_mib: runs.iter().map(|u| u.peak_rss_mib).fold(0.0, f64::max),
+        }
+    }
+}
+
+/// The median of `values` (not empty; the mean of the middle two for an even count).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// The number after `"key":` in a one-line JSON object.
@@ -479,10 +539,18 @@ fn print_table(flags: &Flags, rows: &[Row]) {
     println!(
         "\nMiT-B0, 4-band u16 scenes, window {}, overlap {}, batch {}, Hann blending; wall time \
          and peak RSS of each process (start-up and model load included); PyTorch loop s: the \
-         script's own time after its imports\n",
+         script's own time after its imports{}\n",
         flags.tile,
         flags.overlap(),
-        flags.batch
+        flags.batch,
+        if flags.repeat > 1 {
+            format!(
+                "; medians of {} runs of each tool, alternating (peak RSS: the largest)",
+                flags.repeat
+            )
+        } else {
+            String::new()
+        }
     );
     println!(
         "| scene | windows | segfit s | segfit MP/s | segfit peak RSS MiB | pytorch s | pytorch loop s | pytorch MP/s (loop) | pytorch peak RSS MiB | pytorch loop s / segfit s | classes agree % | minority class % |"
@@ -515,6 +583,27 @@ fn print_table(flags: &Flags, rows: &[Row]) {
             mp / r.segfit.seconds,
             r.segfit.peak_rss_mib,
         );
+    }
+    if flags.repeat > 1 {
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|s| format!("{s:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!();
+        for r in rows {
+            print!(
+                "runs, {}x{}: segfit s {}",
+                r.width,
+                r.height,
+                list(&r.segfit_runs)
+            );
+            if !r.pytorch_loop_runs.is_empty() {
+                print!("; pytorch loop s {}", list(&r.pytorch_loop_runs));
+            }
+            println!();
+        }
     }
     if rows.iter().any(|r| r.http.is_some()) {
         println!(

@@ -62,7 +62,7 @@ pub(crate) use layer_norm::layer_norm;
 pub(crate) use linear::{linear, linear_with};
 pub(crate) use loss::upsample_cross_entropy;
 pub(crate) use patches::patches;
-pub(crate) use transpose::transpose12;
+pub(crate) use transpose::{transpose_batched, transpose12};
 
 /// The route of backend `B` when it is a burn-flex one and every tensor in `dtypes` is f32.
 pub(crate) fn route<B: Backend>(dtypes: &[DType]) -> Option<Route> {
