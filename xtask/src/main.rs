@@ -69,14 +69,16 @@ commands:
                      chosen configuration, the predicted whole-process peak and the measured
                      peak RSS of each run, and whether it stayed within the budget
   bench pipeline     augmentation + processor throughput on 512² tiles (augment/BENCH.md)
-  bench predict [--sizes 2000,1947x1933,…] [--tile N] [--overlap N] [--batch N] [--http]
-                [--python PY] [--keep DIR] [--json FILE] [--segfit PATH] [--segfit-args ARGS]
+  bench predict [--sizes 2000,1947x1933,…] [--tile N] [--overlap N] [--batch N] [--repeat N]
+                [--http] [--python PY] [--keep DIR] [--json FILE] [--segfit PATH]
+                [--segfit-args ARGS]
                      `segfit predict` on 4-band u16 COG scenes (MiT-B0, window 512, overlap a
                      quarter, batch 4 unless given): wall time, MP/s and peak RSS, next to
                      crates/cli/bench/pytorch_predict.py when PY (default python3) has torch +
                      transformers + tifffile (its own loop time too), and the share of pixels
-                     whose classes agree; --http also predicts each scene by URL from a local
-                     HTTP server (requests, bytes, time, peak RSS, same map)
+                     whose classes agree; --repeat N runs both N times, alternating, and
+                     reports medians and every run; --http also predicts each scene by URL from
+                     a local HTTP server (requests, bytes, time, peak RSS, same map)
   bench train [--json FILE] [--keep DIR]
                      `cargo xtask train`'s default run, timed (wall time, peak RSS, mIoU per
                      epoch; crates/train/bench-xtask-train.json is its artifact)
