@@ -22,7 +22,12 @@ pub fn host() -> Host {
 /// trimming the heap's top). A sliding-window prediction allocates and frees the same large
 /// activations for every batch; returned each time, every page is faulted in and zeroed again
 /// by the kernel. Measured on `segfit predict` (1947×1933, 512² windows, batch 4, this 2-core
-/// machine): 8.8 s → 7.0 s, peak RSS 385 → 445 MiB (`crates/cli/BENCH-predict.md`). A no-op
+/// machine): 8.8 s → 7.0 s, peak RSS 385 → 445 MiB (`crates/cli/BENCH-predict.md`).
+///
+/// One arena for every thread: the model runs on a thread of rayon's pool
+/// (`segformer::on_cpu_pool`), and a thread's own arena grows in heaps of at most 64 MiB, so a
+/// larger activation would be mapped and unmapped on every batch whatever the thresholds say
+/// (the same 512² run spent 5 % of its time in page faults and was 15 % slower). A no-op
 /// elsewhere than glibc.
 pub fn reuse_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -31,6 +36,7 @@ pub fn reuse_freed_memory() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, i32::MAX);
         libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 

@@ -158,23 +158,18 @@ where
             }
             Ok(())
         });
-        // The model, on this thread (it stays with its device).
-        let mut inference = Ok(());
-        for batch in pixels_rx.iter() {
-            let values = match plan.run_batch(model, device, batch) {
-                Ok(values) => values,
-                Err(e) => {
-                    inference = Err(E::from(e));
-                    break;
+        // The model, on one thread throughout (it stays with its device): on the CPU, a thread
+        // of the kernels' own pool.
+        let inference = segformer::on_cpu_pool::<B, _>(move || -> Result<(), E> {
+            for batch in pixels_rx.iter() {
+                let values = plan.run_batch(model, device, batch)?;
+                if logits_tx.send(values).is_err() {
+                    break; // the blender stopped: its error is reported
                 }
-            };
-            if logits_tx.send(values).is_err() {
-                break; // the blender stopped: its error is reported
             }
-        }
-        // Closing both queues lets the other stages finish or stop.
-        drop(pixels_rx);
-        drop(logits_tx);
+            // Returning drops both queues, which lets the other stages finish or stop.
+            Ok(())
+        });
         let joined = |handle: std::thread::ScopedJoinHandle<'_, Result<(), E>>| {
             handle
                 .join()

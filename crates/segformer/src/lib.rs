@@ -58,6 +58,21 @@ pub use weights::{
 #[cfg(feature = "wgpu")]
 pub use wgpu_device::{WgpuAdapter, WgpuError, wgpu_adapter};
 
+/// Runs `f` on a thread of the pool that burn-flex's ops and the fused CPU kernels split their
+/// work on (rayon's global pool) when `B` is burn-flex, and on this thread otherwise.
+///
+/// A model driven from a thread outside that pool hands every parallel op over to the pool and
+/// sleeps until the op is done, then wakes: thousands of hand-overs per scene. Driven from
+/// inside the pool, each op starts on its own thread and the others join in. The results are
+/// the same either way.
+pub fn on_cpu_pool<B: burn::tensor::backend::Backend, R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if fused::route::<B>(&[]).is_some() {
+        rayon::scope(|_| f())
+    } else {
+        f()
+    }
+}
+
 /// Whether this CPU runs the fused kernels' bf16 products (AVX512-BF16, detected at run time).
 /// A bf16 model ([`Segformer::with_compute_dtype`]) on burn-flex multiplies bf16 operands with
 /// f32 sums in its linear layers, patch convs and attention where it does, and computes in f32
