@@ -1,6 +1,7 @@
 //! segformer's integration tests, one binary (linked once) with a module per behaviour.
 
 mod common;
+mod cpu_pool;
 mod input_adapt;
 mod loading;
 mod mixed_precision;
