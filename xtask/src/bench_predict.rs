@@ -15,9 +15,10 @@
 //! agree, and the share of segfit's pixels outside its most common class (how much that
 //! agreement says). `--repeat N` runs both tools N times per scene, alternating (segfit, then
 //! PyTorch, N times), and reports the median time of each, the largest peak RSS, and every run's
-//! time below the table: single runs on a small shared machine vary by ±10 % or more. With `--http`, segfit also predicts each scene through a local HTTP server
-//! (`testkit`'s range server on 127.0.0.1, in this process) by URL: its wall time, peak RSS,
-//! the requests and bytes it fetched, and whether its class map equals the local one.
+//! time below the table: single runs on a small shared machine vary by ±10 % or more. With
+//! `--http`, segfit also predicts each scene through a local HTTP server (`testkit`'s range
+//! server on 127.0.0.1, in this process) by URL: its wall time, peak RSS, the requests and
+//! bytes it fetched, and whether its class map equals the local one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -154,7 +155,7 @@ fn parse(args: &[String]) -> Result<Flags> {
     let number = |flag: &str, v: &str| -> Result<usize> {
         v.trim()
             .parse()
-            .with_context(|| format!("{flag}: expected a pixel count, found `{v}`"))
+            .with_context(|| format!("{flag}: expected a whole number, found `{v}`"))
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -176,12 +177,7 @@ fn parse(args: &[String]) -> Result<Flags> {
             "--tile" => flags.tile = number(flag, &value)?,
             "--overlap" => flags.overlap = Some(number(flag, &value)?),
             "--batch" => flags.batch = number(flag, &value)?,
-            "--repeat" => {
-                flags.repeat = value
-                    .trim()
-                    .parse()
-                    .with_context(|| format!("--repeat: expected a run count, found `{value}`"))?
-            }
+            "--repeat" => flags.repeat = number(flag, &value)?,
             "--python" => flags.python = value,
             "--keep" => flags.keep = Some(value.into()),
             "--json" => flags.json = Some(value.into()),
