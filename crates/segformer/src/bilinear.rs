@@ -1,10 +1,13 @@
-//! Bilinear resizing with PyTorch's `align_corners = false`: the tensor op, and the source
-//! taps the fused and recomputing kernels interpolate with (a leaf module, like `compute`).
+//! Bilinear resizing with PyTorch's `align_corners = false`: the tensor op, from the source
+//! taps the fused and recomputing kernels interpolate with (`kernels::taps`; a leaf module,
+//! like `compute`).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::module::interpolate;
 use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
 use burn::tensor::{Int, Tensor, TensorData};
+
+pub(crate) use kernels::taps;
 
 use crate::compute::Route;
 
@@ -66,23 +69,6 @@ fn along<B: Backend>(x: Tensor<B, 4>, dim: usize, input: usize, output: usize) -
     let low = x.clone().select(dim, index(|x| x.0));
     let high = x.select(dim, index(|x| x.1));
     low.clone() + (high - low) * weight
-}
-
-/// Per output coordinate: `(low, high, weight of high)`.
-pub(crate) type Taps = Vec<(usize, usize, f32)>;
-
-/// Source taps of bilinear upsampling (`align_corners = false`) for each output coordinate:
-/// `(low, high, weight of high)`, the same arithmetic as burn's and PyTorch's kernels.
-pub(crate) fn taps(input: usize, output: usize) -> Taps {
-    let ratio = input as f64 / output as f64;
-    (0..output)
-        .map(|o| {
-            let src = (o as f64 + 0.5) * ratio - 0.5;
-            let lo = src.floor().max(0.0) as usize;
-            let hi = (lo + 1).min(input - 1);
-            (lo, hi, (src - lo as f64).max(0.0) as f32)
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -16,6 +16,10 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{FloatDType, Tensor, TensorPrimitive};
 use serde::Serialize;
 
+// The activation inside the Mix-FFN, parsed from `hidden_act`; the fused depthwise conv
+// applies it too.
+pub(crate) use kernels::Activation;
+
 /// Which implementation of the layers a model runs: the caller's choice, set with
 /// [`Segformer::with_kernels`](crate::Segformer::with_kernels) and resolved per backend by
 /// [`Kernels::path`]. Every choice computes the same function (up to float rounding); they
@@ -170,19 +174,6 @@ impl Compute {
     pub(crate) fn path<B: Backend>(self, device: &B::Device) -> KernelPath {
         self.kernels.path_for::<B>(device)
     }
-}
-
-/// The activation inside the Mix-FFN, parsed from `hidden_act`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Activation {
-    /// Exact erf GELU (HF "gelu").
-    Gelu,
-    /// tanh-approximated GELU (HF "gelu_new" / "gelu_pytorch_tanh").
-    GeluTanh,
-    /// ReLU.
-    Relu,
-    /// SiLU / swish.
-    Silu,
 }
 
 /// burn-wgpu without burn-fusion: the same CubeCL kernels as [`burn::backend::Wgpu`], each op

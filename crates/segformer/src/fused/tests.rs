@@ -8,6 +8,7 @@ use burn::nn::conv::Conv2d;
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor};
+use kernels::{Values, dims, flex, gemm, values};
 
 use super::*;
 use crate::batch_norm::BatchNorm2d;

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::pack::{Layout, lanes, pack_a, pack_b};
 use super::{KC, KC_MAX, MC, MR, NR, cpu};
-use crate::fused::gemm::{View, begin};
+use crate::gemm::{View, begin};
 
 thread_local! {
     /// Per-thread packing buffers, kept between calls: a fresh one per call would be

@@ -66,24 +66,21 @@ pub(crate) fn simd() -> Simd {
 
 /// Whether this CPU runs the bf16 products (AVX512-F/BW/VL and AVX512-BF16); false on this
 /// thread inside `without_bf16` (tests).
-pub(crate) fn has_bf16() -> bool {
-    #[cfg(test)]
+pub fn has_bf16() -> bool {
     if HIDDEN.get() {
         return false;
     }
     features().bf16
 }
 
-#[cfg(test)]
 thread_local! {
-    /// Tests: this thread sees a CPU without the bf16 instructions.
+    /// This thread sees a CPU without the bf16 instructions ([`without_bf16`]).
     static HIDDEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Tests: runs `f` as on a CPU without AVX512-BF16 (on this thread), so that the fallback to
-/// f32 is tested on CPUs that have the instructions too.
-#[cfg(test)]
-pub(crate) fn without_bf16<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f` as on a CPU without AVX512-BF16 (on this thread), so that the fallback to f32 is
+/// tested on CPUs that have the instructions too.
+pub fn without_bf16<R>(f: impl FnOnce() -> R) -> R {
     HIDDEN.set(true);
     let r = f();
     HIDDEN.set(false);

@@ -7,8 +7,7 @@
 mod bf16;
 mod f32;
 
-#[cfg(test)]
-pub(crate) use bf16::round_bf16;
+pub use bf16::round_bf16;
 
 use super::cpu;
 
@@ -58,7 +57,7 @@ impl<'a> View<'a> {
 
 /// The arithmetic of a fused kernel's matrix products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Precision {
+pub enum Precision {
     /// f32 operands and sums (the `gemm` crate).
     F32,
     /// Operands rounded to bf16, products summed in f32 (`vdpbf16ps`); only where
@@ -68,7 +67,7 @@ pub(crate) enum Precision {
 
 impl Precision {
     /// bf16 where this CPU has the instructions, f32 otherwise.
-    pub(crate) fn bf16_or_f32() -> Self {
+    pub fn bf16_or_f32() -> Self {
         if cpu::has_bf16() {
             Self::Bf16
         } else {

@@ -9,7 +9,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::{MR, NR, bf16_bits};
-use crate::fused::gemm::View;
+use crate::gemm::View;
 
 /// All of `b` packed as one slice (see [`pack_b`]).
 pub(super) fn pack_whole(b: View<'_>) -> Vec<u32> {

@@ -20,7 +20,7 @@ mod pack;
 mod product;
 
 use super::View;
-use crate::fused::cpu;
+use crate::cpu;
 
 /// Rows of a micro-tile.
 const MR: usize = 8;
@@ -44,9 +44,9 @@ pub(crate) fn bf16_bits(x: f32) -> u16 {
     ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
 }
 
-/// `x` rounded to bf16 and widened back to f32.
-#[cfg(test)]
-pub(crate) fn round_bf16(x: f32) -> f32 {
+/// `x` rounded to bf16 (to nearest even) and widened back to f32: the rounding the bf16
+/// products apply to their operands.
+pub fn round_bf16(x: f32) -> f32 {
     f32::from_bits(u32::from(bf16_bits(x)) << 16)
 }
 

@@ -130,7 +130,7 @@ macro_rules! multiversion {
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
-                use $crate::fused::cpu::{Simd, simd};
+                use $crate::cpu::{Simd, simd};
                 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
                 unsafe fn avx512($($arg: $ty),*) $(-> $ret)? $body
                 #[target_feature(enable = "avx2,fma")]
