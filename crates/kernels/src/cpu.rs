@@ -1,5 +1,5 @@
 //! What this CPU runs, detected once for every kernel that chooses by it: the widest build of
-//! the element-wise kernels ([`simd`], for `math::multiversion!`) and whether the bf16
+//! the element-wise kernels (`simd`, for `math::multiversion!`) and whether the bf16
 //! products run ([`has_bf16`], for `gemm::Precision`, `gemm::bf16` and
 //! `segformer::cpu_has_bf16_kernels`). The f32 products are the `gemm` crate's, which picks
 //! its own kernels.

@@ -1,7 +1,7 @@
-//! The fused kernels' matrix products, `dst (+)= α·A·B` on strided views: in f32 ([`f32`],
-//! the `gemm` crate) or with operands rounded to bf16 and f32 sums ([`bf16`], AVX512-BF16).
+//! The fused kernels' matrix products, `dst (+)= α·A·B` on strided views: in f32 (`f32`,
+//! the `gemm` crate) or with operands rounded to bf16 and f32 sums (`bf16`, AVX512-BF16).
 //! This module holds what both share (the views, the checks every product makes first) and
-//! the choice between them ([`Precision`], [`Rhs`]); the two products depend on it and never
+//! the choice between them ([`Precision`], `Rhs`); the two products depend on it and never
 //! on each other.
 
 mod bf16;
