@@ -67,19 +67,23 @@ pub(crate) fn simd() -> Simd {
 /// Whether this CPU runs the bf16 products (AVX512-F/BW/VL and AVX512-BF16); false on this
 /// thread inside `without_bf16` (tests).
 pub fn has_bf16() -> bool {
+    #[cfg(any(test, feature = "test-hooks"))]
     if HIDDEN.get() {
         return false;
     }
     features().bf16
 }
 
+#[cfg(any(test, feature = "test-hooks"))]
 thread_local! {
     /// This thread sees a CPU without the bf16 instructions ([`without_bf16`]).
     static HIDDEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Runs `f` as on a CPU without AVX512-BF16 (on this thread), so that the fallback to f32 is
-/// tested on CPUs that have the instructions too.
+/// tested on CPUs that have the instructions too. Only with the `test-hooks` feature (the
+/// tests of `kernels` and `segformer`): without it `has_bf16` is the CPU's answer alone.
+#[cfg(any(test, feature = "test-hooks"))]
 pub fn without_bf16<R>(f: impl FnOnce() -> R) -> R {
     HIDDEN.set(true);
     let r = f();

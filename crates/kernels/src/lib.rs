@@ -72,7 +72,7 @@ pub trait FusedOp<const N: usize>: Clone + Send + Sync + Debug + 'static {
 /// The products read these row-major copies, never the strided views themselves: with a
 /// column-major right-hand side, the `gemm` crate's rounding depends on the number of rows,
 /// and a window's logits would change with the batch it is predicted in.
-pub fn values(t: &FlexTensor) -> Values<'_> {
+pub(crate) fn values(t: &FlexTensor) -> Values<'_> {
     if let Some(s) = t.as_slice::<f32>() {
         return Values::Borrowed(s);
     }
@@ -90,7 +90,7 @@ pub fn values(t: &FlexTensor) -> Values<'_> {
 }
 
 /// What [`values`] returns: a borrowed slice, or the contiguous copy that holds the values.
-pub enum Values<'a> {
+pub(crate) enum Values<'a> {
     /// The tensor's own storage.
     Borrowed(&'a [f32]),
     /// A transposed matrix's values, transposed back.
@@ -115,7 +115,7 @@ impl std::ops::Deref for Values<'_> {
 /// model's thread while the pool waits (with freed memory kept for reuse, the allocator
 /// cannot hand out fresh zeroed pages): for output buffers that the parallel pass then fills.
 /// Below 64 Ki floats (256 KiB) it stays a plain memset: a threshold chosen, not measured.
-pub fn zeros(len: usize) -> Vec<f32> {
+pub(crate) fn zeros(len: usize) -> Vec<f32> {
     use rayon::iter::ParallelExtend;
     if len < 1 << 16 {
         return vec![0.0; len];
@@ -126,22 +126,22 @@ pub fn zeros(len: usize) -> Vec<f32> {
 }
 
 /// A contiguous f32 `Flex` tensor owning `data`.
-pub fn flex(data: Vec<f32>, shape: &[usize]) -> FlexTensor {
+pub(crate) fn flex(data: Vec<f32>, shape: &[usize]) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(data, shape.to_vec()))
 }
 
 /// The dimensions of a `Flex` tensor.
-pub fn dims(t: &FlexTensor) -> Vec<usize> {
+pub(crate) fn dims(t: &FlexTensor) -> Vec<usize> {
     t.layout().shape().to_vec()
 }
 
 /// Rows per parallel task so that each task touches about `target` floats.
-pub fn rows_per_task(row_len: usize, target: usize) -> usize {
+pub(crate) fn rows_per_task(row_len: usize, target: usize) -> usize {
     (target / row_len.max(1)).max(1)
 }
 
 /// `acc += v`, element-wise.
-pub fn add_into(acc: &mut [f32], v: &[f32]) {
+pub(crate) fn add_into(acc: &mut [f32], v: &[f32]) {
     for (a, x) in acc.iter_mut().zip(v) {
         *a += x;
     }
@@ -149,10 +149,44 @@ pub fn add_into(acc: &mut [f32], v: &[f32]) {
 
 /// The element-wise sum of per-task partial results, added in task order so that the result
 /// does not depend on which thread ran which task.
-pub fn sum_in_order(partials: Vec<Vec<f32>>, len: usize) -> Vec<f32> {
+pub(crate) fn sum_in_order(partials: Vec<Vec<f32>>, len: usize) -> Vec<f32> {
     let mut total = vec![0.0f32; len];
     for p in &partials {
         add_into(&mut total, p);
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`values`] of strided matrices: the transposed view (the blocked transpose) and others (a
+    /// contiguous copy) in row-major order, element by element.
+    #[test]
+    fn values_of_strided_matrices_are_row_major() {
+        let t = flex((0..35).map(|v| v as f32 * 0.5).collect(), &[5, 7]);
+        let flipped = t.clone().with_layout(t.layout().flip(&[1]));
+        let at = |m: &FlexTensor, i: usize, j: usize| {
+            let l = m.layout();
+            let idx = l.start_offset() as isize
+                + i as isize * l.strides()[0]
+                + j as isize * l.strides()[1];
+            m.storage::<f32>()[idx as usize]
+        };
+        for (case, m) in [t.transpose(0, 1), t.narrow(1, 2, 3), flipped]
+            .iter()
+            .enumerate()
+        {
+            let v = values(m);
+            let [rows, cols] = [dims(m)[0], dims(m)[1]];
+            assert_eq!(v.len(), rows * cols, "case {case}");
+            for i in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(v[i * cols + j], at(m, i, j), "case {case} ({i}, {j})");
+                }
+            }
+        }
+        assert!(matches!(values(&t.transpose(0, 1)), Values::Owned(_)));
+    }
 }

@@ -8,7 +8,7 @@ use burn::nn::conv::Conv2d;
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor};
-use kernels::{Values, dims, flex, gemm, values};
+use kernels::gemm;
 
 use super::*;
 use crate::batch_norm::BatchNorm2d;
@@ -88,34 +88,6 @@ fn linear_matches_burn_linear() {
             assert_close(&format!("grad {i}, {weight}"), f, g, 1e-5);
         }
     }
-}
-
-/// [`values`] of strided matrices: the transposed view (the blocked transpose) and others (a
-/// contiguous copy) in row-major order, element by element.
-#[test]
-fn values_of_strided_matrices_are_row_major() {
-    let t = flex((0..35).map(|v| v as f32 * 0.5).collect(), &[5, 7]);
-    let flipped = t.clone().with_layout(t.layout().flip(&[1]));
-    let at = |m: &FlexTensor, i: usize, j: usize| {
-        let l = m.layout();
-        let idx =
-            l.start_offset() as isize + i as isize * l.strides()[0] + j as isize * l.strides()[1];
-        m.storage::<f32>()[idx as usize]
-    };
-    for (case, m) in [t.transpose(0, 1), t.narrow(1, 2, 3), flipped]
-        .iter()
-        .enumerate()
-    {
-        let v = values(m);
-        let [rows, cols] = [dims(m)[0], dims(m)[1]];
-        assert_eq!(v.len(), rows * cols, "case {case}");
-        for i in 0..rows {
-            for j in 0..cols {
-                assert_eq!(v[i * cols + j], at(m, i, j), "case {case} ({i}, {j})");
-            }
-        }
-    }
-    assert!(matches!(values(&t.transpose(0, 1)), Values::Owned(_)));
 }
 
 /// The bf16 products: the forward is f32 arithmetic on bf16-rounded operands (checked against
