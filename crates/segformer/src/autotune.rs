@@ -59,8 +59,10 @@ pub enum AutotuneError {
     },
 }
 
-/// Makes `settings` CubeCL's settings for this process (every other CubeCL setting at its
-/// default: no logging, no profiling), unless they already are. Call it before the first
+/// Makes `settings` CubeCL's settings for this process, unless they already are. Every other
+/// CubeCL setting is its default (no logging, no profiling) unless CubeCL's own environment
+/// variables set it: `CUBECL_DEBUG_LOG=stderr` (or a file) logs each kernel compiled, with its
+/// source, and each kernel's time. Call it before the first
 /// burn-cuda or burn-wgpu tensor: CubeCL fixes its settings when a device is first used.
 ///
 /// # Errors
@@ -86,7 +88,7 @@ pub fn set_autotune(settings: &Autotune) -> Result<(), AutotuneError> {
             found: format!("cache {cache}, level {:?}", found.1),
         });
     }
-    let mut config = CubeClRuntimeConfig::default();
+    let mut config = CubeClRuntimeConfig::default().override_from_env();
     config.autotune.cache = CacheConfig::File(settings.cache_dir.clone());
     config.autotune.level = match settings.level {
         AutotuneLevel::Minimal => CubeclLevel::Minimal,

@@ -44,7 +44,9 @@ pub fn workspace() -> PathBuf {
 /// Mesa's lavapipe by a whole run of the test suite: on a cold cache CubeCL times every
 /// candidate kernel of every new shape on the CPU rasteriser, which was most of the wgpu tests'
 /// time in CI (segformer's integration tests: 1 228 s cold, 373 s seeded, on 2 cores). The
-/// entries hold the fastest kernel's index only; a shape they miss is timed as before, and an
+/// entries hold the fastest kernel's index only, except the matmuls', which name the tuner's
+/// fallback: compiling lavapipe's fastest tiled matmuls cost the tests more than running any
+/// (`cargo xtask autotune-seed` says why). A shape they miss is timed as before, and an
 /// entry whose kernel set changed (another CubeCL version, another set of candidates) fails
 /// CubeCL's checksum and is timed again. Refresh them with `cargo xtask autotune-seed` after a
 /// test run on lavapipe.

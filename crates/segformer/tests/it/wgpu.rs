@@ -53,7 +53,8 @@ fn tiny_train_step_matches_hf_on_wgpu_with_burns_composition() {
 /// HF on burn-flex (`parity_b0`), and the wgpu training step on the tiny model above, through
 /// the same kernels: on lavapipe every kernel of B0's backward pass is one more shader for
 /// Mesa to compile, and with it this one test took 248 s on 2 cores even with CubeCL's
-/// autotune seeded (more with a cold autotune cache, as a clean clone in CI had).
+/// autotune seeded with lavapipe's timed matmuls (more with a cold autotune cache, as a clean
+/// clone in CI had).
 #[testkit::needs_fixtures]
 #[test]
 fn b0_eval_matches_hf_on_wgpu() {
