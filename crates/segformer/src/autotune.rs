@@ -62,8 +62,8 @@ pub enum AutotuneError {
 /// Makes `settings` CubeCL's settings for this process, unless they already are. Every other
 /// CubeCL setting is its default (no logging, no profiling) unless CubeCL's own environment
 /// variables set it: `CUBECL_DEBUG_LOG=stderr` (or a file) logs each kernel compiled, with its
-/// source, and each kernel's time. Call it before the first
-/// burn-cuda or burn-wgpu tensor: CubeCL fixes its settings when a device is first used.
+/// source, and each kernel's time. Call it before the first burn-cuda or burn-wgpu tensor:
+/// CubeCL fixes its settings when a device is first used.
 ///
 /// # Errors
 /// [`AutotuneError::AlreadySet`] when CubeCL's settings are fixed and differ.
