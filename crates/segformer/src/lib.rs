@@ -29,6 +29,8 @@ mod compute;
 mod config;
 mod encoder;
 mod fused;
+#[cfg(all(debug_assertions, not(test)))]
+mod instances;
 mod layers;
 mod losses;
 mod model;
@@ -47,6 +49,9 @@ pub use bilinear::resize_bilinear;
 pub use compute::WgpuUnfused;
 pub use compute::{BackendKind, KernelPath, Kernels};
 pub use config::{ConfigError, SegformerConfig};
+#[cfg(all(debug_assertions, not(test)))]
+#[doc(hidden)]
+pub use instances::instances;
 pub use losses::{LossKind, LossTerm, SegLoss, median_frequency_weights};
 pub use model::Segformer;
 pub use recompute::loss_band_elements;
