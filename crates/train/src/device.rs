@@ -377,6 +377,19 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn cuda_without_a_driver_says_so() {
+        let available = Device::Cuda(0).check_available();
+        if cfg!(target_os = "linux") && !std::path::Path::new("/dev/nvidiactl").exists() {
+            let e = available.unwrap_err().to_string();
+            assert!(e.starts_with("device cuda:0: "), "{e}");
+            assert!(e.contains("no NVIDIA GPU found"), "{e}");
+        } else {
+            assert!(available.is_ok(), "{available:?}");
+        }
+    }
+
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn cuda_without_the_feature_says_so() {
