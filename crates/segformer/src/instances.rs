@@ -9,7 +9,9 @@
 //! this crate compile them and offer them to its dependents.
 //!
 //! Only in builds with debug assertions (the dev and test profiles): at opt-level 2 and 3 rustc
-//! does not share generics, so a release build would compile copies nobody links to.
+//! does not share generics, so a release build would compile copies nobody links to. Not in this
+//! crate's own unit-test build either: nothing links to it, and its tests instantiate what they
+//! use.
 
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn::backend::{Autodiff, Flex};
