@@ -72,8 +72,6 @@ impl PlaneMask {
     }
 }
 
-/// A batch's per-channel `(mean, unbiased variance)`, each `[D]`, for the running statistics.
-
 /// Which statistics normalise.
 #[derive(Debug, Clone)]
 pub enum Stats {
