@@ -27,7 +27,6 @@ macro_rules! model_on {
             SegformerConfig::init::<$b> as *const (),
             Segformer::<$b>::forward as *const (),
             Segformer::<$b>::forward_with_hidden_states as *const (),
-            Segformer::<$b>::encode as *const (),
             Segformer::<$b>::loss as *const (),
             Segformer::<$b>::loss_with as *const (),
             Segformer::<$b>::replica as *const (),
