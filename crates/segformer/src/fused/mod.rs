@@ -116,8 +116,9 @@ fn apply_autodiff<C: CheckpointStrategy, O: FusedOp<N>, const N: usize>(
     inputs: [FloatTensor<Autodiff<Flex, C>>; N],
 ) -> FloatTensor<Autodiff<Flex, C>> {
     let nodes = inputs.each_ref().map(|t| t.node.clone());
-    let primitives = inputs.map(|t| t.primitive);
-    match FusedBackward(op.clone())
+    // The inputs' reference counts live until the output is registered (see `split`).
+    let (primitives, alive) = split(inputs);
+    let out = match FusedBackward(op.clone())
         .prepare::<C>(nodes)
         .compute_bound()
         .stateful()
@@ -127,7 +128,29 @@ fn apply_autodiff<C: CheckpointStrategy, O: FusedOp<N>, const N: usize>(
             prep.finish(saved.expect("a tracked forward keeps its state"), out)
         }
         OpsKind::UnTracked(prep) => prep.finish(op.forward(primitives.each_ref(), false).0),
-    }
+    };
+    drop(alive);
+    out
+}
+
+/// The primitives of a custom autodiff step's inputs, and what keeps the inputs' graph nodes
+/// referenced: drop the second only after `prep.finish` has registered the step's output.
+/// (Any checkpoint strategy: its autodiff tensors are one type, named here through the
+/// default one.)
+///
+/// burn's own ops hold their input tensors until the output is registered. Taking only the
+/// primitives drops the inputs' reference counts first, and while the op computes, a graph
+/// whose tensors are all gone looks unused. One that ends in the op's input alone (a weight's
+/// reshape and transpose ahead of a fused linear, once an earlier backward pass has cleaned
+/// the weight itself out of burn-autodiff's graph index) is then freed by the cleanup that
+/// ends every backward pass, on any thread: the weight gets no gradient. Data-parallel
+/// replicas lost a convolution weight's gradient that way in about one run in four of the
+/// two-peer test; `tests/it/side_by_side.rs` loses one in every run without this.
+pub(crate) fn split<I: Backend, const N: usize>(
+    inputs: [FloatTensor<Autodiff<I>>; N],
+) -> ([FloatTensor<I>; N], impl Sized) {
+    let alive = inputs.each_ref().map(|t| t.rc.clone());
+    (inputs.map(|t| t.primitive), alive)
 }
 
 #[derive(Debug)]

@@ -133,8 +133,9 @@ fn apply_autodiff<I: Backend, C: CheckpointStrategy, O: RecomputeOp<N>, const N:
     inputs: [FloatTensor<Autodiff<I, C>>; N],
 ) -> FloatTensor<Autodiff<I, C>> {
     let nodes = inputs.each_ref().map(|t| t.node.clone());
-    let primitives = inputs.map(|t| t.primitive);
-    match RecomputeBackward(op.clone())
+    // The inputs' reference counts live until the output is registered (see `fused::split`).
+    let (primitives, alive) = crate::fused::split(inputs);
+    let out = match RecomputeBackward(op.clone())
         .prepare::<C>(nodes)
         .compute_bound()
         .stateful()
@@ -144,7 +145,9 @@ fn apply_autodiff<I: Backend, C: CheckpointStrategy, O: RecomputeOp<N>, const N:
             prep.finish(primitives, out)
         }
         OpsKind::UnTracked(prep) => prep.finish(op.forward::<I>(primitives)),
-    }
+    };
+    drop(alive);
+    out
 }
 
 #[derive(Debug)]

@@ -8,4 +8,5 @@ mod mixed_precision;
 mod parity_b0;
 mod parity_recompute;
 mod parity_tiny;
+mod side_by_side;
 mod wgpu;

@@ -1,7 +1,8 @@
 //! Data-parallel training: one replica of the model and its optimizer per device, the
-//! micro-batches of a round one per device (each on its own thread, for now one at a time: see
-//! [`Replica::micro_batch`]), and the group's gradients summed across the devices by burn-collective's all-reduce before every
-//! replica applies the same AdamW step, as PyTorch's DistributedDataParallel does.
+//! micro-batches of a round one per device, each on its own thread (their forward passes take
+//! turns, their backward passes overlap: see [`Replica::micro_batch`]), and the group's
+//! gradients summed across the devices by burn-collective's all-reduce before every replica
+//! applies the same AdamW step, as PyTorch's DistributedDataParallel does.
 //!
 //! Every replica starts from the same weights and applies the same all-reduced gradients with
 //! the same element-wise AdamW, so the replicas stay identical and the primary's (the first
@@ -56,14 +57,12 @@ impl<B: AutodiffBackend> Replica<B> {
 
     /// Forward, loss and backward of one micro-batch; its gradients (the loss multiplied by
     /// `factor`) join the group's. Returns the loss; a non-finite one is not backpropagated.
-    /// The backend's RNG (dropout, stochastic depth) is seeded with `seed` first. `turn`, when
-    /// several devices run, is held for the whole micro-batch, so the devices' micro-batches
-    /// run one at a time: burn's RNG is one per process, and with only the forward under the
-    /// lock (up to reading the loss back), one run in three or four of the two-peer test on
-    /// burn-flex took different steps in the decode head (up to 4.6e-2 apart, against 2.5e-6
-    /// when serialised, 6 runs of 6), so something process-wide is still touched during a
-    /// backward pass. Until that is found, only the all-reduce and the AdamW steps run side by
-    /// side.
+    /// The backend's RNG (dropout, stochastic depth) is seeded with `seed` first.
+    ///
+    /// `turn`, when several devices run, is held from the seeding until the loss is read
+    /// back: burn's RNG is one per process, so the forward passes that draw from it take
+    /// turns, and reading the loss makes a lazy backend (burn-fusion) draw before the turn
+    /// passes on. The backward passes, the all-reduce and the AdamW steps run side by side.
     pub(crate) fn micro_batch(
         &mut self,
         batch: &Batch,
@@ -77,10 +76,13 @@ impl<B: AutodiffBackend> Replica<B> {
             .model
             .as_ref()
             .expect("the model is back after every step");
-        let _turn = turn.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-        B::seed(&self.device, seed);
-        let loss = model.loss_with(model.forward(x), y, loss_fn);
-        let value = loss.clone().into_scalar().to_f64();
+        let (loss, value) = {
+            let _turn = turn.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+            B::seed(&self.device, seed);
+            let loss = model.loss_with(model.forward(x), y, loss_fn);
+            let value = loss.clone().into_scalar().to_f64();
+            (loss, value)
+        };
         if !value.is_finite() {
             return value;
         }
@@ -146,7 +148,12 @@ where
         let handles: Vec<_> = replicas
             .iter_mut()
             .enumerate()
-            .map(|(i, r)| s.spawn(move || f(i, r)))
+            .map(|(i, r)| {
+                std::thread::Builder::new()
+                    .name(format!("replica-{i}"))
+                    .spawn_scoped(s, move || f(i, r))
+                    .expect("the OS starts a thread per device")
+            })
             .collect();
         let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
         results
