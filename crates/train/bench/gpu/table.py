@@ -123,8 +123,9 @@ for case in names:
 
 # (b) the whole training loop
 loop = dict(kv.split("=") for kv in a.loop.split()) if a.loop else {}
-loop_case = "%s² 4-band, %s tiles, %s epochs b%s" % (
-    loop.get("size"), loop.get("tiles"), loop.get("epochs"), loop.get("batch"))
+loop_case = "%s² 4-band, %s tiles, %s %s b%s" % (
+    loop.get("size"), loop.get("tiles"), loop.get("epochs"),
+    "epoch" if loop.get("epochs") == "1" else "epochs", loop.get("batch"))
 if "train-segfit" in runs:
     r = runs["train-segfit"]
     best = None
