@@ -13,11 +13,14 @@
 # Every row also gets the card's peak memory.used, sampled with nvidia-smi every 100 ms while
 # that process ran (the card's idle figure is printed above the table).
 #
-# usage: bash run.sh [--python PY] [--out DIR] [--parts abc] [--smoke]
+# usage: bash run.sh [--python PY] [--out DIR] [--parts abc] [--budget S] [--smoke]
 #   --python PY  the Python with torch + transformers (default python3; torch_loop.py also needs
 #                numpy, tifffile and pillow); its rows say why when it lacks them
 #   --out DIR    where data, runs, logs and results go (default ./out beside this script)
 #   --parts abc  which of (a), (b), (c) to run (default all three)
+#   --budget S   stop after S seconds in all: the process running then is stopped (`timeout`),
+#                the ones after it are skipped, and the table says which; for a machine lent
+#                for a fixed time. A TERM or INT to this script also ends it with the table.
 #   --smoke      the same flow at toy sizes on --device wgpu, for a machine without a GPU
 #                (lavapipe): what `cargo xtask bench gpu --smoke` runs
 set -uo pipefail
@@ -26,12 +29,14 @@ bin=$here/bin
 python=python3
 out=$here/out
 parts=abc
+budget=""
 smoke=0
 while [ $# -gt 0 ]; do
   case $1 in
     --python) python=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --parts) parts=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
     --smoke) smoke=1; shift ;;
     *) echo "run.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -55,6 +60,14 @@ else
   scene=3000 tile=512 overlap=128
 fi
 export SEGFIT_AUTOTUNE_CACHE=$out/autotune
+
+# The table of what has run (also written when a signal ends this script).
+table() {
+  "$python" "$here/table.py" "$out" --gpu "$gpu" --build "$here/BUILD.txt" \
+    --loop "tiles=$tiles size=$size epochs=$epochs batch=$batch workers=$workers" \
+    --scene "$scene" --tile "$tile" --overlap "$overlap" --warmup "$warmup" --steps "$steps" \
+    | tee "$out/table.md"
+}
 : > "$out/runs.jsonl"
 
 have_smi=0
@@ -81,22 +94,64 @@ sample_stop() {
   fi
 }
 
+# A TERM or INT (a lent machine's time running out) stops the process running, records it,
+# and prints the table of what ran.
+child="" current="" started=""
+on_signal() {
+  trap - TERM INT
+  if [ -n "$child" ]; then
+    kill -TERM -- "-$child" 2>/dev/null
+    wait "$child" 2>/dev/null
+    local wall
+    wall=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+    echo "{\"name\": \"$current\", \"rc\": null, \"wall_s\": $wall, \"stopped\": \"by a signal to run.sh\"}" \
+      >> "$out/runs.jsonl"
+  fi
+  sample_stop
+  echo "== stopped by a signal; the table of what ran:" >&2
+  table
+  exit 143
+}
+trap on_signal TERM INT
+
 # timed NAME CMD…: runs CMD with its output in $out/NAME.out and .err, the card sampled into
-# $out/NAME.smi, and one JSON line (exit status, wall seconds) appended to runs.jsonl.
+# $out/NAME.smi, and one JSON line (exit status, wall seconds) appended to runs.jsonl. Under
+# --budget, CMD gets what is left of it (`timeout`), and is skipped when nothing is.
 timed() {
   local name=$1
   shift
+  if [ -n "$budget" ] && [ $((budget - SECONDS)) -le 0 ]; then
+    echo "== $name: skipped, the budget of $budget s is spent" >&2
+    echo "{\"name\": \"$name\", \"rc\": null, \"wall_s\": 0, \"skipped\": \"the budget of $budget s was spent\"}" \
+      >> "$out/runs.jsonl"
+    return 1
+  fi
   echo "== $name: $*" >&2
+  # The leader of a process group of its own, so that its children (bench_memory runs one per
+  # case) stop with it: timeout leads one, and stops all of it when the budget runs out.
+  if [ -n "$budget" ]; then
+    set -- timeout --kill-after=10 "$((budget - SECONDS))" "$@"
+  else
+    set -- setsid "$@"
+  fi
   sample_start "$out/$name.smi"
   local t0 t1 rc
   t0=$(date +%s.%N)
-  "$@" > "$out/$name.out" 2> "$out/$name.err"
+  # In the background and waited for, so that a TERM to this script is handled at once.
+  started=$t0
+  "$@" > "$out/$name.out" 2> "$out/$name.err" &
+  child=$! current=$name
+  wait "$child"
   rc=$?
+  child=""
   t1=$(date +%s.%N)
   sample_stop
-  local wall
+  local wall stopped=""
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-  echo "{\"name\": \"$name\", \"rc\": $rc, \"wall_s\": $wall}" >> "$out/runs.jsonl"
+  if [ -n "$budget" ] && { [ $rc = 124 ] || [ $rc = 137 ]; }; then
+    stopped=", \"stopped\": \"at the end of the budget of $budget s\""
+  fi
+  echo "{\"name\": \"$name\", \"rc\": $rc, \"wall_s\": $wall$stopped}" >> "$out/runs.jsonl"
   if [ $rc != 0 ]; then
     echo "   failed ($rc): $(tail -n 3 "$out/$name.err" | tr '\n' ' ')" >&2
   fi
@@ -215,7 +270,4 @@ if [[ $parts == *c* ]]; then
     "$out/predict-cpu/scene.tif"
 fi
 
-"$python" "$here/table.py" "$out" --gpu "$gpu" --build "$here/BUILD.txt" \
-  --loop "tiles=$tiles size=$size epochs=$epochs batch=$batch workers=$workers" \
-  --scene "$scene" --tile "$tile" --overlap "$overlap" --warmup "$warmup" --steps "$steps" \
-  | tee "$out/table.md"
+table

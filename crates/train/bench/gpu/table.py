@@ -62,6 +62,10 @@ def why_failed(name):
     r = runs.get(name)
     if r is None:
         return "not run"
+    if r.get("skipped"):
+        return "skipped: " + r["skipped"]
+    if r.get("stopped"):
+        return "stopped after %.0f s, %s (see %s.err)" % (r["wall_s"], r["stopped"], name)
     lines = [l.strip() for l in read(name + ".err").splitlines() if l.strip()]
     tail = lines[-1] if lines else ""
     return "failed (exit %s: %s; see %s.err)" % (r["rc"], tail[:160], name)
