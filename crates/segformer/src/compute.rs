@@ -277,6 +277,26 @@ pub(crate) fn tensor<B: Backend, const D: usize>(p: FloatTensor<B>) -> Tensor<B,
     Tensor::from_primitive(TensorPrimitive::Float(p))
 }
 
+/// The primitives of a custom autodiff step's inputs, and what keeps the inputs' graph nodes
+/// referenced: drop the second only after `prep.finish` has registered the step's output.
+/// (Any checkpoint strategy: its autodiff tensors are one type, named here through the
+/// default one.)
+///
+/// burn's own ops hold their input tensors until the output is registered. Taking only the
+/// primitives drops the inputs' reference counts first, and while the op computes, a graph
+/// whose tensors are all gone looks unused. One that ends in the op's input alone (a weight's
+/// reshape and transpose ahead of a fused linear, once an earlier backward pass has cleaned
+/// the weight itself out of burn-autodiff's graph index) is then freed by the cleanup that
+/// ends every backward pass, on any thread: the weight gets no gradient. Data-parallel
+/// replicas lost a convolution weight's gradient that way in about one run in four of the
+/// two-peer test; segformer's `tests/it/side_by_side.rs` loses one in every run without this.
+pub(crate) fn split<I: Backend, const N: usize>(
+    inputs: [FloatTensor<Autodiff<I>>; N],
+) -> ([FloatTensor<I>; N], impl Sized) {
+    let alive = inputs.each_ref().map(|t| t.rc.clone());
+    (inputs.map(|t| t.primitive), alive)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

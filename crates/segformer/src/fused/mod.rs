@@ -51,7 +51,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use kernels::FusedOp;
 
-use crate::compute::{Route, same};
+use crate::compute::{Route, same, split};
 
 pub(crate) use attention::attention;
 pub(crate) use decode::{Dropout, Norm, upsample_sum_bn_relu};
@@ -131,26 +131,6 @@ fn apply_autodiff<C: CheckpointStrategy, O: FusedOp<N>, const N: usize>(
     };
     drop(alive);
     out
-}
-
-/// The primitives of a custom autodiff step's inputs, and what keeps the inputs' graph nodes
-/// referenced: drop the second only after `prep.finish` has registered the step's output.
-/// (Any checkpoint strategy: its autodiff tensors are one type, named here through the
-/// default one.)
-///
-/// burn's own ops hold their input tensors until the output is registered. Taking only the
-/// primitives drops the inputs' reference counts first, and while the op computes, a graph
-/// whose tensors are all gone looks unused. One that ends in the op's input alone (a weight's
-/// reshape and transpose ahead of a fused linear, once an earlier backward pass has cleaned
-/// the weight itself out of burn-autodiff's graph index) is then freed by the cleanup that
-/// ends every backward pass, on any thread: the weight gets no gradient. Data-parallel
-/// replicas lost a convolution weight's gradient that way in about one run in four of the
-/// two-peer test; `tests/it/side_by_side.rs` loses one in every run without this.
-pub(crate) fn split<I: Backend, const N: usize>(
-    inputs: [FloatTensor<Autodiff<I>>; N],
-) -> ([FloatTensor<I>; N], impl Sized) {
-    let alive = inputs.each_ref().map(|t| t.rc.clone());
-    (inputs.map(|t| t.primitive), alive)
 }
 
 #[derive(Debug)]

@@ -39,7 +39,7 @@ pub(crate) use attention::attention;
 pub use loss::loss_band_elements;
 pub(crate) use loss::upsample_cross_entropy;
 
-use crate::compute::{Route, same};
+use crate::compute::{Route, same, split};
 
 /// Elements of the largest intermediate one chunk of the recomputing ops materialises (the
 /// scores of a block of query rows, the upsampled logits of a band of label rows): 4 Mi f32 =
@@ -133,8 +133,8 @@ fn apply_autodiff<I: Backend, C: CheckpointStrategy, O: RecomputeOp<N>, const N:
     inputs: [FloatTensor<Autodiff<I, C>>; N],
 ) -> FloatTensor<Autodiff<I, C>> {
     let nodes = inputs.each_ref().map(|t| t.node.clone());
-    // The inputs' reference counts live until the output is registered (see `fused::split`).
-    let (primitives, alive) = crate::fused::split(inputs);
+    // The inputs' reference counts live until the output is registered (see `split`).
+    let (primitives, alive) = split(inputs);
     let out = match RecomputeBackward(op.clone())
         .prepare::<C>(nodes)
         .compute_bound()
