@@ -94,6 +94,11 @@ sample_stop() {
   fi
 }
 
+# Seconds since START (a `date +%s.%N`), to the millisecond.
+since() {
+  awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'
+}
+
 # A TERM or INT (a lent machine's time running out) stops the process running, records it,
 # and prints the table of what ran.
 child="" current="" started=""
@@ -102,9 +107,7 @@ on_signal() {
   if [ -n "$child" ]; then
     kill -TERM -- "-$child" 2>/dev/null
     wait "$child" 2>/dev/null
-    local wall
-    wall=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
-    echo "{\"name\": \"$current\", \"rc\": null, \"wall_s\": $wall, \"stopped\": \"by a signal to run.sh\"}" \
+    echo "{\"name\": \"$current\", \"rc\": null, \"wall_s\": $(since "$started"), \"stopped\": \"by a signal to run.sh\"}" \
       >> "$out/runs.jsonl"
   fi
   sample_stop
@@ -135,19 +138,16 @@ timed() {
     set -- setsid "$@"
   fi
   sample_start "$out/$name.smi"
-  local t0 t1 rc
-  t0=$(date +%s.%N)
+  local rc wall stopped=""
+  started=$(date +%s.%N)
   # In the background and waited for, so that a TERM to this script is handled at once.
-  started=$t0
   "$@" > "$out/$name.out" 2> "$out/$name.err" &
   child=$! current=$name
   wait "$child"
   rc=$?
   child=""
-  t1=$(date +%s.%N)
+  wall=$(since "$started")
   sample_stop
-  local wall stopped=""
-  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
   if [ -n "$budget" ] && { [ $rc = 124 ] || [ $rc = 137 ]; }; then
     stopped=", \"stopped\": \"at the end of the budget of $budget s\""
   fi
